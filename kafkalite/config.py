@@ -1,0 +1,283 @@
+"""Typed, validated broker settings (DESIGN.md section 8).
+
+Kafka's property names wherever an equivalent exists. A config file is TOML or Java
+.properties; `--override key=value` wins over the file. An unknown key or a bad value is a
+start-up error (ConfigError) whose message names the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+
+class ConfigError(Exception):
+    """A configuration problem a user can fix; the message names the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # "int", "bool", "str", "list", "float"
+    default: Any
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    allowed: str = ""
+
+
+def _positive(v: int) -> bool:
+    return v > 0
+
+
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
+def _minus_one_or_positive(v: int) -> bool:
+    return v == -1 or v > 0
+
+
+def _listener(v: str) -> bool:
+    return _parse_listener(v) is not None
+
+
+_LISTENER_RE = re.compile(r"^(?:[A-Za-z_]+://)?([^:/]*):(\d{1,5})$")
+
+
+def _parse_listener(v: str) -> tuple[str, int] | None:
+    m = _LISTENER_RE.match(v.strip())
+    if m is None:
+        return None
+    port = int(m.group(2))
+    if port > 65535:
+        return None
+    return (m.group(1) or "127.0.0.1", port)
+
+
+_SETTINGS: tuple[Setting, ...] = (
+    Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
+    Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "client listener host:port", _listener, "HOST:PORT or PLAINTEXT://HOST:PORT"),
+    Setting("advertised.listeners", "str", "", "address clients are told to use (default: listeners)", lambda v: v == "" or _listener(v), "HOST:PORT or empty"),
+    Setting("inter.broker.listener", "str", "127.0.0.1:9192", "inter-broker msgpack RPC host:port", _listener, "HOST:PORT"),
+    Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state)", _listener, "HOST:PORT"),
+    Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
+    Setting("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", _positive, "> 0"),
+    Setting("zookeeper.classpath", "str", "", "classpath of the ZooKeeper jars (bin/cluster)"),
+    Setting("log.dirs", "list", ["/tmp/kafkalite-logs"], "comma-separated data directories"),
+    Setting("broker.rack", "str", "", "rack id of this broker (rack-aware placement, KIP-392)"),
+    Setting("controller.enable", "bool", True, "whether this broker may become the controller"),
+    Setting("num.partitions", "int", 1, "default partitions for auto-created topics", _positive, "> 0"),
+    Setting("default.replication.factor", "int", 1, "default replication factor", _positive, "> 0"),
+    Setting("auto.create.topics.enable", "bool", False, "create a topic on first Metadata request for it"),
+    Setting("delete.topic.enable", "bool", True, "allow topic deletion"),
+    Setting("min.insync.replicas", "int", 1, "broker default for the topic config", _positive, "> 0"),
+    Setting("unclean.leader.election.enable", "bool", False, "elect a leader outside the ISR (may lose data)"),
+    Setting("replica.lag.time.max.ms", "int", 10000, "a follower not caught up for this long leaves the ISR", _positive, "> 0"),
+    Setting("replica.fetch.max.bytes", "int", 1048576, "max bytes per partition in a replica fetch", _positive, "> 0"),
+    Setting("replica.fetch.response.max.bytes", "int", 10485760, "max bytes in one replica fetch response", _positive, "> 0"),
+    Setting("replica.fetch.wait.max.ms", "int", 500, "max wait of a replica fetch", _positive, "> 0"),
+    Setting("replica.fetch.min.bytes", "int", 1, "min bytes of a replica fetch", _positive, "> 0"),
+    Setting("replica.fetch.backoff.ms", "int", 200, "back-off after a replica fetch error", _non_negative, ">= 0"),
+    Setting("replica.high.watermark.checkpoint.interval.ms", "int", 5000, "how often HWs are checkpointed", _positive, "> 0"),
+    Setting("replica.selector.class", "str", "LeaderSelector", "preferred read replica selector", lambda v: v.rsplit(".", 1)[-1] in ("LeaderSelector", "RackAwareReplicaSelector"), "LeaderSelector or RackAwareReplicaSelector"),
+    Setting("log.segment.bytes", "int", 1 << 30, "segment size before rolling", lambda v: v >= 1024, ">= 1024"),
+    Setting("log.roll.ms", "int", 7 * 24 * 3600 * 1000, "segment age before rolling", _positive, "> 0"),
+    Setting("log.index.interval.bytes", "int", 4096, "bytes between offset index entries", _positive, "> 0"),
+    Setting("log.retention.ms", "int", 7 * 24 * 3600 * 1000, "delete segments older than this (-1: never)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.retention.bytes", "int", -1, "delete old segments past this size (-1: never)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.retention.check.interval.ms", "int", 300000, "how often retention runs", _positive, "> 0"),
+    Setting("log.flush.interval.messages", "int", -1, "fsync after this many messages (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.flush.interval.ms", "int", -1, "fsync at least this often (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("message.max.bytes", "int", 1048588, "largest record batch accepted", _positive, "> 0"),
+    Setting("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", _positive, "> 0"),
+    Setting("max.in.flight.requests.per.connection", "int", 100, "requests read ahead per client connection", _positive, "> 0"),
+    Setting("request.timeout.ms", "int", 30000, "controller RPC and admin wait timeout", _positive, "> 0"),
+    Setting("controller.socket.timeout.ms", "int", 30000, "timeout of controller-to-broker RPCs", _positive, "> 0"),
+    Setting("controlled.shutdown.enable", "bool", True, "move leaderships away before stopping on SIGTERM"),
+    Setting("controlled.shutdown.max.retries", "int", 3, "attempts of controlled shutdown", _positive, "> 0"),
+    Setting("controlled.shutdown.retry.backoff.ms", "int", 1000, "back-off between attempts", _non_negative, ">= 0"),
+    Setting("auto.leader.rebalance.enable", "bool", True, "periodically move leadership back to preferred replicas"),
+    Setting("leader.imbalance.check.interval.seconds", "int", 300, "how often imbalance is checked", _positive, "> 0"),
+    Setting("leader.imbalance.per.broker.percentage", "int", 10, "imbalance that triggers a rebalance", lambda v: 0 <= v <= 100, "0..100"),
+    Setting("producer.id.block.size", "int", 1000, "producer ids reserved per ZooKeeper round trip", _positive, "> 0"),
+    Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
+    Setting("log.level", "str", "INFO", "logging level", lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "DEBUG, INFO, WARNING, ERROR"),
+)
+
+SETTINGS: Mapping[str, Setting] = {s.name: s for s in _SETTINGS}
+
+# Topic-level configs accepted by CreateTopics / `topics create --config` (Kafka's names).
+TOPIC_CONFIGS: Mapping[str, str] = {
+    "min.insync.replicas": "int",
+    "unclean.leader.election.enable": "bool",
+    "retention.ms": "int",
+    "retention.bytes": "int",
+    "segment.bytes": "int",
+    "segment.ms": "int",
+    "max.message.bytes": "int",
+    "cleanup.policy": "str",
+}
+
+
+def _coerce(name: str, kind: str, raw: Any) -> Any:
+    try:
+        if kind == "int":
+            if isinstance(raw, bool):
+                raise ValueError
+            return int(str(raw).strip()) if not isinstance(raw, int) else raw
+        if kind == "float":
+            return float(raw)
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("true", "1", "yes"):
+                return True
+            if text in ("false", "0", "no"):
+                return False
+            raise ValueError
+        if kind == "list":
+            if isinstance(raw, list):
+                items = [str(x).strip() for x in raw]
+            else:
+                items = [x.strip() for x in str(raw).split(",")]
+            items = [x for x in items if x]
+            if not items:
+                raise ValueError
+            return items
+        return str(raw)
+    except (TypeError, ValueError):
+        allowed = {"int": "an integer", "float": "a number", "bool": "true or false", "list": "a non-empty comma-separated list"}.get(kind, "a string")
+        raise ConfigError(f"config key {name!r}: bad value {raw!r}, expected {allowed}") from None
+
+
+def validate_topic_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """Check a topic's config overrides; returns them normalised to strings."""
+    out: dict[str, str] = {}
+    for key, raw in config.items():
+        kind = TOPIC_CONFIGS.get(key)
+        if kind is None:
+            raise ConfigError(f"unknown topic config {key!r}; allowed: {', '.join(sorted(TOPIC_CONFIGS))}")
+        value = _coerce(key, kind, raw)
+        if key == "min.insync.replicas" and value < 1:
+            raise ConfigError("topic config 'min.insync.replicas' must be >= 1")
+        if key == "cleanup.policy" and value != "delete":
+            raise ConfigError("topic config 'cleanup.policy': only 'delete' is supported")
+        out[key] = str(value).lower() if kind == "bool" else str(value)
+    return out
+
+
+class BrokerConfig:
+    """Validated settings; attribute access by Kafka name via `cfg["log.dirs"]` or helpers."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        merged: dict[str, Any] = {}
+        for key, raw in values.items():
+            setting = SETTINGS.get(key)
+            if setting is None:
+                close = [k for k in SETTINGS if k.split(".")[-1] == key.split(".")[-1]]
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown config key {key!r}{hint}")
+            value = _coerce(key, setting.kind, raw)
+            if setting.check is not None and not setting.check(value):
+                raise ConfigError(f"config key {key!r}: bad value {raw!r}, allowed: {setting.allowed}")
+            merged[key] = value
+        for setting in _SETTINGS:
+            if setting.name not in merged:
+                if setting.default is None:
+                    raise ConfigError(f"config key {setting.name!r} is required ({setting.doc})")
+                merged[setting.name] = setting.default
+        self._values = merged
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    def listener(self) -> tuple[str, int]:
+        parsed = _parse_listener(self._values["listeners"])
+        assert parsed is not None
+        return parsed
+
+    def advertised_listener(self) -> tuple[str, int]:
+        adv = self._values["advertised.listeners"]
+        if adv:
+            parsed = _parse_listener(adv)
+            assert parsed is not None
+            return parsed
+        host, port = self.listener()
+        return (host if host not in ("", "0.0.0.0") else "127.0.0.1", port)
+
+    def inter_broker_listener(self) -> tuple[str, int]:
+        parsed = _parse_listener(self._values["inter.broker.listener"])
+        assert parsed is not None
+        return parsed
+
+    def admin_listener(self) -> tuple[str, int]:
+        parsed = _parse_listener(self._values["admin.listener"])
+        assert parsed is not None
+        return parsed
+
+    @property
+    def rack(self) -> str | None:
+        return self._values["broker.rack"] or None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read TOML (`.toml`) or Java .properties (anything else) into a flat dict."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {str(p)!r}: {e.strerror}") from None
+    if p.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid TOML: {e}") from None
+        return _flatten(data)
+    out: dict[str, Any] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{p}:{lineno}: expected key=value, got {line!r}")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> BrokerConfig:
+    values: dict[str, Any] = read_config_file(path) if path else {}
+    values.update(parse_overrides(overrides))
+    return BrokerConfig(values)

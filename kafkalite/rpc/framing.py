@@ -1,0 +1,42 @@
+"""Inter-broker frame codec (DESIGN.md section 4), sans-I/O.
+
+A frame is `u32 length | msgpack header map | raw payload bytes`. Record batches travel as
+the raw payload, never re-packed inside msgpack, so a replica fetch response is a small
+header plus bytes read straight from the segment files. The header says where each
+partition's bytes are (offsets and lengths into the payload).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+
+_LEN = struct.Struct(">I")
+
+
+class MalformedFrameError(Exception):
+    """A frame that cannot be decoded; the connection that sent it is closed."""
+
+
+def encode_frame(header: dict[str, Any], payload: bytes | bytearray | memoryview = b"") -> list[bytes]:
+    """Return the frame as chunks (length prefix + header, then payload) for writelines()."""
+    head = msgpack.packb(header, use_bin_type=True)
+    prefix = _LEN.pack(len(head) + len(payload)) + head
+    if payload:
+        return [prefix, bytes(payload) if isinstance(payload, memoryview) else payload]
+    return [prefix]
+
+
+def decode_frame(frame: bytes) -> tuple[dict[str, Any], memoryview]:
+    """Split a frame body (without its length prefix) into header map and payload view."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(frame) + 1)
+    unpacker.feed(frame)
+    try:
+        header = unpacker.unpack()
+    except (msgpack.OutOfData, msgpack.ExtraData, ValueError, TypeError, msgpack.FormatError, msgpack.StackError) as e:
+        raise MalformedFrameError(f"bad msgpack header: {e}") from None
+    if not isinstance(header, dict):
+        raise MalformedFrameError(f"header is a {type(header).__name__}, expected a map")
+    return header, memoryview(frame)[unpacker.tell() :]

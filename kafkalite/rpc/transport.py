@@ -1,0 +1,211 @@
+"""Inter-broker RPC over asyncio streams: one connection per (source, destination) pair,
+many requests in flight, matched by correlation id (DESIGN.md section 4).
+
+Request headers carry `api`, `version`, `correlation_id`, `sender` and the fencing epochs
+the request depends on; responses carry `correlation_id` and `error` (a Kafka error code,
+0 for none). The server side hands each decoded request to one handler coroutine and
+writes back what it returns; a malformed frame closes that connection and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from typing import Any, Awaitable, Callable
+
+from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">I")
+RPC_FRAME_BYTES_MAX = 256 * 1024 * 1024
+RPC_IN_FLIGHT_MAX = 1000
+
+Handler = Callable[[dict[str, Any], memoryview], Awaitable[tuple[dict[str, Any], bytes]]]
+
+
+class RpcError(Exception):
+    """The call could not be completed (connection lost, timed out, peer unreachable)."""
+
+
+async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> bytes | None:
+    try:
+        head = await reader.readexactly(4)
+    except asyncio.IncompleteReadError:
+        return None
+    (size,) = _LEN.unpack(head)
+    if size > frame_bytes_max:
+        raise MalformedFrameError(f"frame of {size} bytes exceeds {frame_bytes_max}")
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        return None
+
+
+class RpcServer:
+    def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX):
+        self._handler = handler
+        self._frame_bytes_max = frame_bytes_max
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        for task in list(self._conns):
+            try:
+                await task
+            except BaseException:
+                pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        peer = writer.get_extra_info("peername")
+        pending: set[asyncio.Task] = set()
+        lock = asyncio.Lock()
+
+        async def run_one(header: dict[str, Any], payload: memoryview) -> None:
+            cid = header.get("correlation_id")
+            try:
+                resp, resp_payload = await self._handler(header, payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("rpc handler failed for %s from %s", header.get("api"), peer)
+                resp, resp_payload = {"error": -1}, b""
+            resp["correlation_id"] = cid
+            async with lock:
+                writer.writelines(encode_frame(resp, resp_payload))
+                await writer.drain()
+
+        try:
+            while True:
+                frame = await _read_frame(reader, self._frame_bytes_max)
+                if frame is None:
+                    break
+                header, payload = decode_frame(frame)
+                if not isinstance(header.get("api"), str) or not isinstance(header.get("correlation_id"), int):
+                    raise MalformedFrameError("header lacks api or correlation_id")
+                if len(pending) >= RPC_IN_FLIGHT_MAX:
+                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                t = asyncio.create_task(run_one(header, payload))
+                pending.add(t)
+                t.add_done_callback(pending.discard)
+        except MalformedFrameError as e:
+            log.warning("closing rpc connection from %s: %s", peer, e)
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for t in list(pending):
+                t.cancel()
+            writer.close()
+            self._conns.discard(task)
+
+
+class RpcClient:
+    """A connection to one peer broker; reconnects lazily; every call has a deadline."""
+
+    def __init__(self, host: str, port: int, *, sender: int):
+        self.host = host
+        self.port = port
+        self.sender = sender
+        self._cids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._connect_lock = asyncio.Lock()
+        self._closed = False
+
+    def retarget(self, host: str, port: int) -> None:
+        if (host, port) != (self.host, self.port):
+            self.host, self.port = host, port
+            self._drop_connection(RpcError("peer address changed"))
+
+    async def _ensure_connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        async with self._connect_lock:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            if self._closed:
+                raise RpcError("client closed")
+            try:
+                reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+            except OSError as e:
+                raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+            return writer
+
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: Exception = RpcError(f"connection to {self.host}:{self.port} lost")
+        try:
+            while True:
+                frame = await _read_frame(reader, RPC_FRAME_BYTES_MAX)
+                if frame is None:
+                    break
+                header, payload = decode_frame(frame)
+                fut = self._pending.pop(header.get("correlation_id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result((header, payload))
+        except (MalformedFrameError, ConnectionError, OSError) as e:
+            error = RpcError(f"connection to {self.host}:{self.port} failed: {e}")
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if self._writer is writer:
+                self._drop_connection(error)
+
+    def _drop_connection(self, error: Exception) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+
+    async def call(
+        self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000
+    ) -> tuple[dict[str, Any], memoryview]:
+        writer = await self._ensure_connected()
+        cid = next(self._cids)
+        header = dict(body)
+        header["api"] = api
+        header.setdefault("version", 0)
+        header["correlation_id"] = cid
+        header["sender"] = self.sender
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[cid] = fut
+        try:
+            writer.writelines(encode_frame(header, payload))
+            await writer.drain()
+            return await asyncio.wait_for(fut, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
+        except (ConnectionError, OSError) as e:
+            self._drop_connection(RpcError(str(e)))
+            raise RpcError(f"{api} to {self.host}:{self.port} failed: {e}") from None
+        finally:
+            self._pending.pop(cid, None)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._drop_connection(RpcError("client closed"))
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            try:
+                await self._reader_task
+            except BaseException:
+                pass
