@@ -1,0 +1,34 @@
+"""Typed operating errors of the storage engine.
+
+The protocol layer maps these to Kafka wire error codes in one table elsewhere
+(STYLE.md habit 7). Programmer errors are asserts, never these.
+"""
+
+
+class LogError(Exception):
+    """Base class of every operating error raised by kafkalite.log."""
+
+
+class CorruptRecordError(LogError):
+    """Bytes that are not a well-formed RecordBatch v2: torn, bad length, bad magic, bad CRC.
+
+    Wire code: CORRUPT_MESSAGE (2).
+    """
+
+
+class InvalidRecordError(LogError):
+    """A well-formed batch whose contents break a rule (record count, offsets, control batch
+    from a client). Wire code: INVALID_RECORD (87)."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read below the log start offset or above the log end offset. Wire code: OFFSET_OUT_OF_RANGE (1)."""
+
+
+class OffsetMismatchError(LogError):
+    """A follower append that does not start at the log end offset, or offsets that go backwards."""
+
+
+class LogDirError(LogError):
+    """A log directory that cannot be read or understood; start-up fails, nothing is deleted.
+    Wire code: KAFKA_STORAGE_ERROR (56)."""
