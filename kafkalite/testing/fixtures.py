@@ -1,1 +1,106 @@
-"""pytest plugin: fixtures shared by every test layer (filled in by the ZooKeeper harness)."""
+"""pytest plugin: real-ZooKeeper fixtures shared by every test layer.
+
+Loaded by tests/conftest.py (`pytest_plugins = ["kafkalite.testing.fixtures"]`).
+
+- `zk_server`: one standalone server for the whole session (tick 500 ms, so a 1 s session
+  expires in about a second), stopped at session end even when tests fail.
+- `zk_connect`: a connect string with a fresh chroot per test ("127.0.0.1:port/t-<hex>"),
+  so tests sharing the server never see each other's znodes.
+- `zk_client`: a started KazooClient on that chroot, stopped after the test.
+- `zk_client_factory`: makes more clients on the same chroot (racing controllers, ...).
+- `zk_ensemble`: a fresh three-member ensemble per test, for quorum-loss scenarios.
+
+Chroots are not deleted after a test: the session server and its data dir are thrown away
+at the end, and deleting thousands of znodes one by one would only cost time. Leaked JVMs
+are impossible by construction: every fixture stops its servers in `finally`, and
+kafkalite.testing.zookeeper kills any server this process started at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from kafkalite.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+
+TEST_TICK_TIME_MS = 500
+# The smallest session timeout the server accepts at this tick (2 ticks).
+TEST_SESSION_TIMEOUT_S = 2 * TEST_TICK_TIME_MS / 1000
+CLIENT_START_TIMEOUT_S = 15.0
+# Clients in tests use a few-second session: long enough not to flap on a loaded machine,
+# short enough that an expiry test using its own client can pick 1 s instead.
+CLIENT_SESSION_TIMEOUT_S = 6.0
+
+
+def start_client(connect: str, *, session_timeout_s: float = CLIENT_SESSION_TIMEOUT_S, **kwargs) -> KazooClient:
+    """A started KazooClient; stopped and closed again if it cannot connect."""
+    client = KazooClient(hosts=connect, timeout=session_timeout_s, **kwargs)
+    try:
+        client.start(timeout=CLIENT_START_TIMEOUT_S)
+    except BaseException:
+        stop_client(client)
+        raise
+    return client
+
+
+def stop_client(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=TEST_TICK_TIME_MS)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_connect(zk_server: ZooKeeperServer) -> str:
+    chroot = f"/t-{uuid.uuid4().hex}"
+    client = start_client(zk_server.connect_string)
+    try:
+        client.create(chroot)
+    finally:
+        stop_client(client)
+    return zk_server.connect_string + chroot
+
+
+@pytest.fixture
+def zk_client_factory(zk_connect: str) -> Iterator[Callable[..., KazooClient]]:
+    """`make(**kazoo_kwargs)` -> a started client on this test's chroot; all stopped after."""
+    clients: list[KazooClient] = []
+
+    def make(**kwargs) -> KazooClient:
+        client = start_client(zk_connect, **kwargs)
+        clients.append(client)
+        return client
+
+    try:
+        yield make
+    finally:
+        for client in clients:
+            stop_client(client)
+
+
+@pytest.fixture
+def zk_client(zk_client_factory: Callable[..., KazooClient]) -> KazooClient:
+    return zk_client_factory()
+
+
+@pytest.fixture
+def zk_ensemble(tmp_path) -> Iterator[ZooKeeperEnsemble]:
+    ensemble = ZooKeeperEnsemble(tmp_path / "ensemble", n=3, tick_time_ms=TEST_TICK_TIME_MS)
+    try:
+        ensemble.start()
+        yield ensemble
+    finally:
+        ensemble.stop()
