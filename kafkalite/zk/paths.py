@@ -1,0 +1,133 @@
+"""Every znode path kafkalite uses (DESIGN.md section 2). Nothing else builds paths.
+
+Topic names reaching here have been validated by the caller (Kafka's rule: [a-zA-Z0-9._-],
+at most 249 characters); the checks below only stop a name that would escape its parent
+znode, which would be a programmer error.
+"""
+
+from __future__ import annotations
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKERS = "/brokers"
+BROKERS_IDS = "/brokers/ids"
+BROKERS_TOPICS = "/brokers/topics"
+ADMIN = "/admin"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+ADMIN_PARTITIONS_REASSIGNED = "/admin/partitions_reassigned"
+ADMIN_PARTITIONS_ADD = "/admin/partitions_add"
+ADMIN_PARTITIONS_REMOVE = "/admin/partitions_remove"
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Persistent parents that must exist before watches are set on them.
+PERSISTENT_PARENTS = (
+    BROKERS_IDS,
+    BROKERS_TOPICS,
+    ADMIN_DELETE_TOPICS,
+    ADMIN_PARTITIONS_REASSIGNED,
+    ADMIN_PARTITIONS_ADD,
+    ADMIN_PARTITIONS_REMOVE,
+)
+
+
+def _topic(topic: str) -> str:
+    if not topic or "/" in topic or topic in (".", ".."):
+        raise ValueError(f"topic name {topic!r} cannot be a znode name")
+    return topic
+
+
+def _partition(partition: int) -> str:
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"partition {partition!r} must be a non-negative int")
+    return str(partition)
+
+
+def _broker(broker_id: int) -> str:
+    if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
+        raise ValueError(f"broker id {broker_id!r} must be a non-negative int")
+    return str(broker_id)
+
+
+def controller_path() -> str:
+    return CONTROLLER
+
+
+def controller_epoch_path() -> str:
+    return CONTROLLER_EPOCH
+
+
+def brokers_ids_path() -> str:
+    return BROKERS_IDS
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKERS_IDS}/{_broker(broker_id)}"
+
+
+def topics_path() -> str:
+    return BROKERS_TOPICS
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKERS_TOPICS}/{_topic(topic)}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{partitions_path(topic)}/{_partition(partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def admin_delete_topics_path() -> str:
+    return ADMIN_DELETE_TOPICS
+
+
+def admin_delete_topic_path(topic: str) -> str:
+    return f"{ADMIN_DELETE_TOPICS}/{_topic(topic)}"
+
+
+def admin_reassignments_path() -> str:
+    return ADMIN_PARTITIONS_REASSIGNED
+
+
+def admin_reassignment_topic_path(topic: str) -> str:
+    return f"{ADMIN_PARTITIONS_REASSIGNED}/{_topic(topic)}"
+
+
+def admin_reassignment_path(topic: str, partition: int) -> str:
+    return f"{admin_reassignment_topic_path(topic)}/{_partition(partition)}"
+
+
+def admin_partitions_add_path() -> str:
+    return ADMIN_PARTITIONS_ADD
+
+
+def admin_partition_add_path(topic: str, partition: int) -> str:
+    return f"{ADMIN_PARTITIONS_ADD}/{_topic(topic)}/{_partition(partition)}"
+
+
+def admin_partitions_remove_path() -> str:
+    return ADMIN_PARTITIONS_REMOVE
+
+
+def admin_partition_remove_path(topic: str, partition: int) -> str:
+    return f"{ADMIN_PARTITIONS_REMOVE}/{_topic(topic)}/{_partition(partition)}"
+
+
+def preferred_replica_election_path() -> str:
+    return ADMIN_PREFERRED_REPLICA_ELECTION
+
+
+def producer_id_block_path() -> str:
+    return LATEST_PRODUCER_ID_BLOCK
+
+
+def last_component(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

@@ -1,0 +1,142 @@
+"""Znode codecs: every value round-trips, and garbage is a ZnodeDecodeError naming the path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkalite.zk import codec
+from kafkalite.zk.codec import (
+    BrokerRegistration,
+    ControllerEpoch,
+    ControllerInfo,
+    PartitionState,
+    PreferredReplicaElection,
+    ProducerIdBlock,
+    ReplicaList,
+    TopicAssignment,
+)
+from kafkalite.zk.errors import ZnodeDecodeError
+
+ROUND_TRIPS = [
+    (
+        BrokerRegistration(id=3, host="127.0.0.1", port=9094, inter_broker_port=9194, admin_port=9294, rack="r1"),
+        codec.encode_broker_registration,
+        codec.decode_broker_registration,
+        "/brokers/ids/3",
+    ),
+    (
+        BrokerRegistration(id=1, host="h", port=1, inter_broker_port=2, admin_port=3, rack=None),
+        codec.encode_broker_registration,
+        codec.decode_broker_registration,
+        "/brokers/ids/1",
+    ),
+    (
+        TopicAssignment(partitions={0: [1, 2, 3], 1: [2, 3, 1], 10: [3]}, config={"retention.ms": "1000"}),
+        codec.encode_topic_assignment,
+        codec.decode_topic_assignment,
+        "/brokers/topics/t",
+    ),
+    (
+        PartitionState(leader=2, leader_epoch=7, isr=[2, 1], controller_epoch=4),
+        codec.encode_partition_state,
+        codec.decode_partition_state,
+        "/brokers/topics/t/partitions/0/state",
+    ),
+    (
+        PartitionState(leader=-1, leader_epoch=8, isr=[2], controller_epoch=5),
+        codec.encode_partition_state,
+        codec.decode_partition_state,
+        "/brokers/topics/t/partitions/0/state",
+    ),
+    (ControllerInfo(broker_id=2, timestamp=1_700_000_000_000), codec.encode_controller_info, codec.decode_controller_info, "/controller"),
+    (ControllerEpoch(epoch=12), codec.encode_controller_epoch, codec.decode_controller_epoch, "/controller_epoch"),
+    (
+        ProducerIdBlock(broker_id=1, block_start=1000, block_end=1999),
+        codec.encode_producer_id_block,
+        codec.decode_producer_id_block,
+        "/latest_producer_id_block",
+    ),
+    (ReplicaList(replicas=[4, 5, 6]), codec.encode_replica_list, codec.decode_replica_list, "/admin/partitions_reassigned/t/0"),
+    (
+        PreferredReplicaElection(partitions=[("a", 0), ("b", 3)]),
+        codec.encode_preferred_replica_election,
+        codec.decode_preferred_replica_election,
+        "/admin/preferred_replica_election",
+    ),
+]
+
+
+@pytest.mark.parametrize("value, encode, decode, path", ROUND_TRIPS)
+def test_value_round_trips_through_utf8_json(value, encode, decode, path):
+    data = encode(value)
+    assert isinstance(json.loads(data.decode("utf-8")), dict)
+    assert decode(data, path) == value
+
+
+def test_wire_layouts_match_the_design_table():
+    assert json.loads(codec.encode_controller_info(ControllerInfo(1, 5))) == {"brokerid": 1, "timestamp": 5}
+    assert json.loads(codec.encode_topic_assignment(TopicAssignment({0: [1, 2]}, {}))) == {
+        "partitions": {"0": [1, 2]},
+        "config": {},
+    }
+    assert json.loads(codec.encode_producer_id_block(ProducerIdBlock(1, 0, 999))) == {
+        "version": 1,
+        "broker": 1,
+        "block_start": 0,
+        "block_end": 999,
+    }
+    assert set(json.loads(codec.encode_broker_registration(ROUND_TRIPS[0][0]))) == {
+        "host",
+        "port",
+        "inter_broker_port",
+        "admin_port",
+        "rack",
+    }
+
+
+def test_unknown_fields_are_ignored_for_forward_compatibility():
+    data = b'{"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,"future":true}'
+    assert codec.decode_partition_state(data, "/p").leader == 1
+
+
+GARBAGE = [
+    (codec.decode_partition_state, None),
+    (codec.decode_partition_state, b""),
+    (codec.decode_partition_state, b"\xff\xfe"),
+    (codec.decode_partition_state, b"not json"),
+    (codec.decode_partition_state, b"[1,2]"),
+    (codec.decode_partition_state, b'{"leader":1,"leader_epoch":0,"isr":[1]}'),
+    (codec.decode_partition_state, b'{"leader":true,"leader_epoch":0,"isr":[1],"controller_epoch":1}'),
+    (codec.decode_partition_state, b'{"leader":-2,"leader_epoch":0,"isr":[1],"controller_epoch":1}'),
+    (codec.decode_partition_state, b'{"leader":1,"leader_epoch":0,"isr":[1,1],"controller_epoch":1}'),
+    (codec.decode_partition_state, b'{"leader":1,"leader_epoch":0,"isr":"1","controller_epoch":1}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"x":[1]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,"2"]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":[[1]]}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1]},"config":{"a":1}}'),
+    (codec.decode_controller_info, b'{"brokerid":"1","timestamp":1}'),
+    (codec.decode_controller_epoch, b'{"epoch":1.5}'),
+    (codec.decode_producer_id_block, b'{"version":2,"broker":1,"block_start":0,"block_end":9}'),
+    (codec.decode_producer_id_block, b'{"version":1,"broker":1,"block_start":10,"block_end":9}'),
+    (codec.decode_broker_registration, b'{"host":"h","port":1,"inter_broker_port":2,"admin_port":3,"rack":7}'),
+    (codec.decode_broker_registration, b'{"port":1,"inter_broker_port":2,"admin_port":3}'),
+    (codec.decode_preferred_replica_election, b'{"partitions":[["t"]]}'),
+    (codec.decode_replica_list, b'{"replicas":null}'),
+]
+
+
+@pytest.mark.parametrize("decode, data", GARBAGE)
+def test_garbage_raises_a_decode_error_naming_the_path(decode, data):
+    path = "/brokers/ids/9"
+    with pytest.raises(ZnodeDecodeError) as info:
+        decode(data, path)
+    assert info.value.path == path
+    assert path in str(info.value)
+
+
+def test_broker_registration_whose_znode_name_is_not_an_id_is_rejected():
+    data = codec.encode_broker_registration(ROUND_TRIPS[0][0])
+    with pytest.raises(ZnodeDecodeError, match="/brokers/ids/abc"):
+        codec.decode_broker_registration(data, "/brokers/ids/abc")
