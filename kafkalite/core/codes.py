@@ -1,0 +1,119 @@
+"""Error codes and typed operating errors of the pure core.
+
+The numbers mirror Apache Kafka's `Errors` table so the shell can put them on the wire
+unchanged. The core must not import `kafkalite.protocol` (layering, STYLE habit 12), so the
+subset it needs lives here; the protocol layer can check its own table against this one.
+
+Two kinds of error (STYLE habit 7):
+- operating errors (a stale epoch, not the leader, bad client input) are `CoreError`
+  subclasses carrying the wire `code`; the shell maps them with `error.code`;
+- programmer errors (an illegal state transition, a broken invariant) are
+  `IllegalTransitionError` / `AssertionError` and are never caught.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    """Kafka's error numbers (org.apache.kafka.common.protocol.Errors)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    STALE_CONTROLLER_EPOCH = 11
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    # KIP-497 named it INVALID_ISR_VERSION; Kafka shipped it as INVALID_UPDATE_VERSION (82).
+    INVALID_UPDATE_VERSION = 82
+    INVALID_ISR_VERSION = 82  # alias, same member as INVALID_UPDATE_VERSION
+
+
+class CoreError(Exception):
+    """An operating error: expected in a distributed system, answered with `code`."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class NotLeaderOrFollowerError(CoreError):
+    """This broker does not lead (or follow) the partition the request names."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class StaleLeaderEpochError(CoreError):
+    """A LeaderAndIsr for an older leader epoch (or an older partition epoch in the same
+    leader epoch). Kafka answers a stale LeaderAndIsr partition with STALE_CONTROLLER_EPOCH
+    (ReplicaManager.becomeLeaderOrFollower); there is no STALE_LEADER_EPOCH number."""
+
+    code = ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+class FencedLeaderEpochError(CoreError):
+    """The request carries a leader epoch older than ours."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(CoreError):
+    """The request carries a leader epoch newer than ours (we have not heard of it yet)."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class OffsetOutOfRangeError(CoreError):
+    """A fetch offset above the leader's LEO (or below its log start)."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class InvalidRequestError(CoreError):
+    """A cluster-internal request that contradicts itself (e.g. a LeaderAndIsr whose leader
+    is not in its ISR). Answered, never applied half-way."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+class InvalidPartitionsError(CoreError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(CoreError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(CoreError):
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class PurgatoryFullError(CoreError):
+    """The purgatory is at its bound; the shell answers the request at once instead."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class IllegalTransitionError(RuntimeError):
+    """Programmer error: an event that the state's transition table does not allow.
+    Never caught (STYLE habit 7); like h11's LocalProtocolError it names state and event."""
+
+    def __init__(self, machine: str, state: object, event: object) -> None:
+        super().__init__(f"{machine}: illegal event {event!r} in state {state!r}")
+        self.machine = machine
+        self.state = state
+        self.event = event
