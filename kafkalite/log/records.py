@@ -337,24 +337,29 @@ def header_from_fields(fields: tuple) -> BatchHeader:
     return BatchHeader(*fields)
 
 
-def check_batch_at(buf, pos: int) -> tuple:
-    """Check the framing of the batch at `pos` (length, magic, bounds) and return its raw
-    header fields. Raises CorruptRecordError. Does not check the CRC."""
-    remaining = len(buf) - pos
-    if remaining < BATCH_HEADER_SIZE:
-        raise CorruptRecordError(f"torn batch header at position {pos}: {remaining} bytes left")
-    fields = HEADER_STRUCT.unpack_from(buf, pos)
+def check_header_fields(fields: tuple, pos: int) -> None:
+    """Checks on a header alone (not its bounds or CRC). Raises CorruptRecordError."""
     length = fields[H_BATCH_LENGTH]
     if length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"batch at position {pos} has length {length} < {MIN_BATCH_LENGTH}")
     if fields[H_MAGIC] != MAGIC:
         raise CorruptRecordError(f"batch at position {pos} has magic {fields[H_MAGIC]}, expected 2")
-    if length + LOG_OVERHEAD > remaining:
+    if fields[H_LAST_OFFSET_DELTA] < 0 or fields[H_RECORD_COUNT] < 0 or fields[H_BASE_OFFSET] < 0:
+        raise CorruptRecordError(f"batch at position {pos} has a negative offset, offset delta or record count")
+
+
+def check_batch_at(buf, pos: int) -> tuple:
+    """Check the framing of the batch at `pos` (length, magic, bounds within `buf`) and
+    return its raw header fields. Raises CorruptRecordError. Does not check the CRC."""
+    remaining = len(buf) - pos
+    if remaining < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(f"torn batch header at position {pos}: {remaining} bytes left")
+    fields = HEADER_STRUCT.unpack_from(buf, pos)
+    check_header_fields(fields, pos)
+    if fields[H_BATCH_LENGTH] + LOG_OVERHEAD > remaining:
         raise CorruptRecordError(
-            f"torn batch at position {pos}: length {length + LOG_OVERHEAD} > {remaining} bytes left"
+            f"torn batch at position {pos}: length {fields[H_BATCH_LENGTH] + LOG_OVERHEAD} > {remaining} bytes left"
         )
-    if fields[H_LAST_OFFSET_DELTA] < 0 or fields[H_RECORD_COUNT] < 0:
-        raise CorruptRecordError(f"batch at position {pos} has a negative offset delta or record count")
     return fields
 
 

@@ -1,0 +1,480 @@
+"""The partition log: an ordered list of segments in <log.dir>/<topic>-<partition>/.
+DESIGN.md section 3.
+
+Threading: every method runs on the event loop thread except `flush`, which the asyncio
+shell may run in a thread executor. The shell guarantees that no append, truncate, roll,
+retention or close runs while a flush is in progress, so `flush` needs no lock; it only
+fsyncs and writes out buffered index entries, and it snapshots the LEO before it starts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from kafkalite.log import checkpoint, records
+from kafkalite.log.config import LogConfig
+from kafkalite.log.epoch_cache import LeaderEpochCache
+from kafkalite.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LogDirError,
+    OffsetMismatchError,
+    OffsetOutOfRangeError,
+)
+from kafkalite.log.records import (
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_CRC,
+    H_LAST_OFFSET_DELTA,
+    H_LEADER_EPOCH,
+    H_MAX_TIMESTAMP,
+    H_RECORD_COUNT,
+    LOG_OVERHEAD,
+    MAGIC,
+    PREFIX_STRUCT,
+    BatchHeader,
+)
+from kafkalite.log.segment import LogSegment, parse_segment_name
+
+log = logging.getLogger(__name__)
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batch_count: int
+    record_count: int
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """<topic>-<partition>; topics may contain '-', so split on the last one."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition.isdigit() or partition != str(int(partition)):
+        return None
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig,
+                 segments: list[LogSegment], epoch_cache: LeaderEpochCache, now_ms: int) -> None:
+        assert segments
+        self.dir = dir_path
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.leader_epoch_cache = epoch_cache
+        self._leo = segments[-1].next_offset
+        self.log_start_offset = segments[0].base_offset
+        self.recovery_point = self._leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False  # segments created or deleted since the last flush
+        self._rolled_since_flush = False
+
+    # ------------------------------------------------------------------ open and recovery
+
+    @classmethod
+    def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
+             clean_shutdown: bool = False, now_ms: int | None = None) -> "Log":
+        """Load (and, after an unclean stop, recover) the log in `dir_path`, creating an
+        empty log if the directory has no segments. Unknown files are left alone."""
+        now_ms = 0 if now_ms is None else now_ms
+        dir_path = os.path.abspath(dir_path)
+        parsed = parse_partition_dir_name(os.path.basename(dir_path))
+        if parsed is None:
+            raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
+        try:
+            os.makedirs(dir_path, exist_ok=True)
+            names = os.listdir(dir_path)
+        except OSError as e:
+            raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
+        bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
+        epoch_cache = LeaderEpochCache.load(os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT))
+        segments: list[LogSegment] = []
+        try:
+            for base in bases:
+                segments.append(LogSegment.open_existing(dir_path, base, config))
+            segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown)
+            if not segments:
+                segments.append(LogSegment.create(dir_path, 0, config, now_ms))
+        except OSError as e:
+            for s in segments:
+                s.close()
+            raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
+        topic, partition = parsed
+        result = cls(dir_path, topic, partition, config, segments, epoch_cache, now_ms)
+        epoch_cache.truncate_from_end(result._leo)
+        epoch_cache.truncate_from_start(result.log_start_offset)
+        if not clean_shutdown:
+            result.flush(now_ms)  # recovered bytes are now checked; make them the recovery point
+        result._check_invariants()
+        return result
+
+    @staticmethod
+    def _load_segments(segments: list[LogSegment], epoch_cache: LeaderEpochCache,
+                       recovery_point: int, clean_shutdown: bool) -> list[LogSegment]:
+        def on_batch(base_offset: int, epoch: int) -> None:
+            if epoch >= 0 and epoch > epoch_cache.latest_epoch:
+                epoch_cache.assign(epoch, base_offset)
+
+        # First segment that may hold offsets >= the recovery point (Kafka recovers from the
+        # segment containing the recovery point).
+        first_unflushed = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+        next_min = 0
+        for i, segment in enumerate(segments):
+            trusted = clean_shutdown or i < first_unflushed
+            if trusted and segment.load_trusted():
+                truncated = 0
+                if segment.size and segment.header_at(0)[H_BASE_OFFSET] < next_min:
+                    truncated = segment.size  # offsets overlap the previous segment
+            else:
+                if trusted:
+                    log.warning("%s: index failed its sanity check; rebuilding", segment.log_path)
+                truncated = segment.recover(next_min, on_batch)
+            if truncated:
+                log.warning("%s: dropped %d damaged bytes and every later segment", segment.log_path, truncated)
+                for later in segments[i + 1 :]:
+                    later.delete_files()
+                return segments[: i + 1]
+            next_min = segment.next_offset
+        return segments
+
+    def _check_invariants(self) -> None:
+        assert 0 <= self.log_start_offset <= self._leo
+        assert self.recovery_point <= self._leo
+        assert self._bases == sorted(self._bases)
+        assert self._segments[0].base_offset == self.log_start_offset
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate producer batches, assign offsets from the LEO and stamp `leader_epoch`,
+        then write them. The base offset and leader epoch are rewritten by writing a fresh
+        21-byte prefix in front of each batch's CRC-covered bytes (one writev, no re-encode,
+        no copy beyond the one the CRC check makes)."""
+        assert leader_epoch >= self.leader_epoch_cache.latest_epoch, "a leader's epoch never decreases"
+        if not batches:
+            raise InvalidRecordError("no record batches")
+        scanned = records.scan_batches(batches)
+        offset = first_offset = self._leo
+        pieces = []
+        metas = []
+        max_timestamp = -1
+        record_count = 0
+        pack_prefix = PREFIX_STRUCT.pack
+        for pos, fields, body in scanned:
+            records.check_client_batch(pos, fields)
+            delta = fields[H_LAST_OFFSET_DELTA]
+            length = fields[H_BATCH_LENGTH]
+            pieces.append(pack_prefix(offset, length, leader_epoch, MAGIC, fields[H_CRC]))
+            pieces.append(body)
+            batch_max_timestamp = fields[H_MAX_TIMESTAMP]
+            metas.append((offset, offset + delta, batch_max_timestamp, length + LOG_OVERHEAD))
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
+            record_count += fields[H_RECORD_COUNT]
+            offset += delta + 1
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self._write(pieces, metas, len(batches), now_ms)
+        return AppendResult(first_offset, offset - 1, max_timestamp, len(scanned), record_count)
+
+    def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> AppendResult:
+        """Append the leader's batches unchanged. The first must start at the LEO and
+        offsets must increase; the epoch cache learns each new partition leader epoch."""
+        if not batches:
+            return AppendResult(self._leo, self._leo - 1, -1, 0, 0)
+        scanned = records.scan_batches(batches)
+        expected = self._leo
+        metas = []
+        max_timestamp = -1
+        record_count = 0
+        for i, (pos, fields, _) in enumerate(scanned):
+            base = fields[H_BASE_OFFSET]
+            if (i == 0 and base != expected) or base < expected:
+                raise OffsetMismatchError(
+                    f"{self.topic}-{self.partition}: follower batch at position {pos} starts at offset "
+                    f"{base}, expected {'' if i else 'exactly '}{expected}"
+                )
+            last = base + fields[H_LAST_OFFSET_DELTA]
+            metas.append((base, last, fields[H_MAX_TIMESTAMP], fields[H_BATCH_LENGTH] + LOG_OVERHEAD))
+            max_timestamp = max(max_timestamp, fields[H_MAX_TIMESTAMP])
+            record_count += fields[H_RECORD_COUNT]
+            expected = last + 1
+        for _, fields, _ in scanned:
+            epoch = fields[H_LEADER_EPOCH]
+            if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(epoch, fields[H_BASE_OFFSET])
+        if now_ms is None:
+            now_ms = self._last_flush_ms
+        self._write([batches], metas, len(batches), now_ms)
+        return AppendResult(metas[0][0], expected - 1, max_timestamp, len(scanned), record_count)
+
+    def _write(self, pieces: list, metas: list, total_bytes: int, now_ms: int) -> None:
+        self._maybe_roll_for(total_bytes, metas[-1][1], now_ms)
+        self.active_segment.append(pieces, metas, total_bytes)
+        self._leo = metas[-1][1] + 1
+        self._unflushed_messages += metas[-1][1] - metas[0][0] + 1
+
+    # ------------------------------------------------------------------ roll
+
+    def _should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
+        segment = self.active_segment
+        if segment.size == 0:
+            return False
+        return (
+            segment.size + incoming_bytes > self.config.segment_bytes
+            or self._segment_aged(segment, now_ms)
+            or len(segment.offset_index) >= self.config.max_index_entries
+            or last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET
+        )
+
+    def _segment_aged(self, segment: LogSegment, now_ms: int) -> bool:
+        started = segment.rolling_timestamp_ms
+        return started is not None and now_ms - started >= self.config.roll_ms
+
+    def _maybe_roll_for(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
+        if not self._should_roll(incoming_bytes, last_offset, now_ms):
+            return False
+        self._roll(now_ms)
+        return True
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll the active segment if it is non-empty and older than log.roll.ms."""
+        segment = self.active_segment
+        if segment.size == 0 or not self._segment_aged(segment, now_ms):
+            return False
+        self._roll(now_ms)
+        return True
+
+    def _roll(self, now_ms: int) -> None:
+        old = self.active_segment
+        assert self._leo >= old.next_offset
+        old.on_become_inactive()
+        new = LogSegment.create(self.dir, self._leo, self.config, now_ms)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._dir_dirty = True
+        self._rolled_since_flush = True
+        log.debug("%s: rolled to segment %d", self.dir, new.base_offset)
+
+    # ------------------------------------------------------------------ read
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {offset} outside "
+                f"[{self.log_start_offset}, {self._leo}]"
+            )
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
+        """Whole batches starting with the batch that holds `offset`, within one segment, at
+        most `max_bytes` (but at least the first batch when `min_one`), none whose base
+        offset >= `max_offset` (the HW for consumers). b"" at the LEO."""
+        self._check_offset(offset)
+        if offset == self._leo:
+            return b""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for segment in self._segments[i:]:
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            position, fields = found
+            if max_offset is not None and fields[H_BASE_OFFSET] >= max_offset:
+                return b""
+            first_size = fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+            want = min(max_bytes, segment.size - position)
+            if first_size > want:
+                return segment.read_at(position, first_size) if min_one else b""
+            data = segment.read_at(position, want)
+            end = _whole_batches_end(data, max_offset)
+            return data if end == len(data) else data[:end]
+        return b""
+
+    def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of every batch from the one holding `start_offset` (default: log start)."""
+        if start_offset is None:
+            start_offset = self.log_start_offset
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for segment in self._segments[i:]:
+            found = segment.find_batch(start_offset)
+            if found is None:
+                continue
+            for _, fields in segment.iter_headers(found[0]):
+                yield BatchHeader(*fields)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        for segment in self._segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            start_offset = segment.time_index.lookup(timestamp)
+            _, position = segment.offset_index.lookup(start_offset)
+            for pos, fields in segment.iter_headers(position):
+                if fields[H_MAX_TIMESTAMP] < timestamp:
+                    continue
+                data = segment.read_at(pos, fields[H_BATCH_LENGTH] + LOG_OVERHEAD)
+                for record in records.decode_records(data):
+                    if record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+                return fields[H_BASE_OFFSET], fields[H_MAX_TIMESTAMP]
+        return None
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every batch with an offset >= `offset`. Works on batch boundaries: if
+        `offset` falls inside a batch, that whole batch goes too, and the LEO becomes that
+        batch's base offset (less than `offset`). Returns whether anything changed."""
+        assert offset >= 0
+        if offset >= self._leo:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._segments.pop().delete_files()
+            self._bases.pop()
+            self._dir_dirty = True
+        self._leo = self.active_segment.truncate_to(offset)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self._check_invariants()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset` (a follower far behind the
+        leader's log start, or DeleteRecords past the end)."""
+        assert offset >= 0
+        for segment in self._segments:
+            segment.delete_files()
+        first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
+        self._segments = [first]
+        self._bases = [offset]
+        self._leo = self.log_start_offset = self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self._dir_dirty = True
+        self._check_invariants()
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_retained_segments(self, now_ms: int) -> int:
+        """Delete whole old segments past retention.ms or beyond retention.bytes, oldest
+        first, never the active segment. Returns how many were deleted."""
+        candidates = self._segments[:-1]
+        by_time = 0
+        if self.config.retention_ms >= 0:
+            while (by_time < len(candidates)
+                   and now_ms - candidates[by_time].last_timestamp_for_retention > self.config.retention_ms):
+                by_time += 1
+        by_size = 0
+        if self.config.retention_bytes >= 0:
+            excess = self.size_bytes - self.config.retention_bytes
+            while by_size < len(candidates) and excess >= candidates[by_size].size:
+                excess -= candidates[by_size].size
+                by_size += 1
+        count = max(by_time, by_size)
+        if count == 0:
+            return 0
+        for segment in self._segments[:count]:
+            segment.delete_files()
+        del self._segments[:count], self._bases[:count]
+        self.log_start_offset = self._segments[0].base_offset
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._dir_dirty = True
+        self._check_invariants()
+        return count
+
+    # ------------------------------------------------------------------ flush and close
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """Whether the shell should run `flush` (in a thread). True after a roll (so the
+        recovery point advances segment by segment, as Kafka flushes rolled segments) and
+        when log.flush.interval.messages / log.flush.interval.ms are due."""
+        if self._rolled_since_flush or self._dir_dirty:
+            return True
+        if self._unflushed_messages == 0:
+            return False
+        messages = self.config.flush_interval_messages
+        if messages is not None and self._unflushed_messages >= messages:
+            return True
+        interval_ms = self.config.flush_interval_ms
+        return interval_ms is not None and now_ms - self._last_flush_ms >= interval_ms
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush and advance the recovery point
+        to the LEO seen at the start. Safe to run in another thread while the event loop
+        thread does not append, truncate, roll, delete or close this log (the shell's
+        guarantee)."""
+        leo = self._leo
+        for segment in list(self._segments):
+            if segment.unflushed:
+                segment.flush()
+        if self._dir_dirty:
+            checkpoint.fsync_dir(self.dir)
+            self._dir_dirty = False
+        self._rolled_since_flush = False
+        self._unflushed_messages = 0
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+        self.recovery_point = max(self.recovery_point, leo)
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=False)
+
+
+def _whole_batches_end(data: bytes, max_offset: int | None) -> int:
+    """End of the last whole batch in `data` (from position 0) whose base offset is below
+    `max_offset`."""
+    position = 0
+    end = len(data)
+    unpack = _OFFSET_AND_LENGTH.unpack_from
+    while position + LOG_OVERHEAD <= end:
+        base, length = unpack(data, position)
+        if max_offset is not None and base >= max_offset:
+            break
+        if position + length + LOG_OVERHEAD > end:
+            break
+        position += length + LOG_OVERHEAD
+    return position
+
+
+__all__ = ["AppendResult", "Log", "parse_partition_dir_name", "CorruptRecordError"]

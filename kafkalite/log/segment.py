@@ -1,0 +1,364 @@
+"""One log segment: <base offset, 20 digits>.log with its .index and .timeindex.
+
+The .log file holds whole RecordBatch v2 batches back to back. Appends are one
+os.writev per Log append; reads are os.pread. No Python-level file buffering.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kafkalite.log import records
+from kafkalite.log.config import LogConfig
+from kafkalite.log.errors import CorruptRecordError
+from kafkalite.log.index import OffsetIndex, TimeIndex
+from kafkalite.log.records import (
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_CRC,
+    H_LAST_OFFSET_DELTA,
+    H_LEADER_EPOCH,
+    H_MAX_TIMESTAMP,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_SCAN_CHUNK_BYTES = 4 << 20
+_IOV_MAX = 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_segment_name(file_name: str) -> int | None:
+    """Base offset of a `<20 digits>.log` file name, else None (the file is not ours)."""
+    stem, dot, suffix = file_name.partition(".")
+    if "." + suffix != LOG_SUFFIX or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def _write_all(fd: int, pieces: list) -> int:
+    """writev every piece; normally one syscall, loops only on a short write."""
+    total = 0
+    while pieces:
+        chunk = pieces[:_IOV_MAX]
+        expected = sum(len(p) for p in chunk)
+        written = os.writev(fd, chunk)
+        total += written
+        if written == expected:
+            pieces = pieces[_IOV_MAX:]
+            continue
+        # Short write: drop what went out and retry the rest.
+        rest = []
+        for p in chunk:
+            if written >= len(p):
+                written -= len(p)
+                continue
+            rest.append(memoryview(p)[written:])
+            written = 0
+        pieces = rest + pieces[_IOV_MAX:]
+    return total
+
+
+class LogSegment:
+    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, fd: int, size: int) -> None:
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.config = config
+        stem = os.path.join(dir_path, segment_name(base_offset))
+        self.log_path = stem + LOG_SUFFIX
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset)
+        self._fd = fd
+        self.size = size
+        self.next_offset = base_offset  # last offset + 1 of the last batch (base if empty)
+        self.max_timestamp = -1  # largest batch max timestamp seen
+        self.offset_of_max_timestamp = base_offset  # base offset of the batch where it first appeared
+        self.bytes_since_index_entry = 0
+        self.rolling_timestamp_ms: int | None = None  # what log.roll.ms counts from
+        self.unflushed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
+        """A new empty segment. Stale files of the same name (left by our own truncation)
+        are emptied: a new segment is only ever created at or above the log end offset."""
+        path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment = cls(dir_path, base_offset, config, fd, 0)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segment.rolling_timestamp_ms = now_ms
+        segment.unflushed = True
+        return segment
+
+    @classmethod
+    def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> "LogSegment":
+        path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR)
+        return cls(dir_path, base_offset, config, fd, os.fstat(fd).st_size)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    def flush(self) -> None:
+        """fsync the segment and its indexes. Called from the flush thread while the event
+        loop does not append (see Log.flush)."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.unflushed = False
+
+    def mtime_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    @property
+    def last_timestamp_for_retention(self) -> int:
+        """Kafka's segment largestTimestamp: max batch timestamp, else the file's mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.mtime_ms()
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, pieces: list, batches: list[tuple[int, int, int, int]], total_bytes: int) -> None:
+        """Write `pieces` (the bytes of whole batches) with one writev and index them.
+        `batches` holds (base offset, last offset, max timestamp, size) per batch in order."""
+        assert batches
+        assert batches[0][0] >= self.next_offset
+        position = self.size
+        written = _write_all(self._fd, pieces)
+        assert written == total_bytes
+        interval = self.config.index_interval_bytes
+        for base, last, max_timestamp, size in batches:
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp = max_timestamp
+                self.offset_of_max_timestamp = base
+            if self.bytes_since_index_entry >= interval:
+                self.offset_index.append(base, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_index_entry = 0
+            position += size
+            self.bytes_since_index_entry += size
+        self.size = position
+        self.next_offset = batches[-1][1] + 1
+        if self.rolling_timestamp_ms is None:
+            self.rolling_timestamp_ms = batches[0][2]
+        self.unflushed = True
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: make the time index's last entry the segment's max timestamp so a
+        clean reopen knows it without a scan, and write out buffered index entries."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
+    # ------------------------------------------------------------------ read
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def header_at(self, position: int) -> tuple | None:
+        """Raw header fields of the batch at `position`, None at the end of the segment.
+        Raises CorruptRecordError if the bytes there are not a whole batch's framing."""
+        if position >= self.size:
+            return None
+        data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(f"{self.log_path}: torn batch header at {position}")
+        fields = HEADER_STRUCT.unpack_from(data)
+        records.check_header_fields(fields, position)
+        if position + fields[H_BATCH_LENGTH] + LOG_OVERHEAD > self.size:
+            raise CorruptRecordError(f"{self.log_path}: torn batch at {position}")
+        return fields
+
+    def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, tuple] | None:
+        """(position, header fields) of the first batch whose last offset >= `offset`."""
+        if start_position is None:
+            _, start_position = self.offset_index.lookup(offset)
+        position = start_position
+        while True:
+            fields = self.header_at(position)
+            if fields is None:
+                return None
+            if fields[H_BASE_OFFSET] + fields[H_LAST_OFFSET_DELTA] >= offset:
+                return position, fields
+            position += fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+
+    def iter_headers(self, start_position: int = 0):
+        """(position, raw header fields) of every batch from `start_position`."""
+        position = start_position
+        while (fields := self.header_at(position)) is not None:
+            yield position, fields
+            position += fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+
+    # ------------------------------------------------------------------ truncate
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= `offset` (a batch holding `offset` goes
+        whole). Returns the new next offset of the segment."""
+        found = self.find_batch(offset)
+        if found is None:
+            return self.next_offset
+        position, fields = found
+        os.ftruncate(self._fd, position)
+        self.size = position
+        dropped_base = fields[H_BASE_OFFSET]
+        self.offset_index.truncate_to_offset(dropped_base)
+        self.time_index.truncate_to_offset(dropped_base)
+        self._reset_tail_state()
+        self.unflushed = True
+        return self.next_offset
+
+    def _reset_tail_state(self) -> int:
+        """Recompute next offset, max timestamp and index spacing by scanning headers from
+        the last offset index entry (the time index covers every batch up to that entry).
+        Returns the position where the scan ended (the file size if the tail is whole)."""
+        scan_from = self.offset_index.values[-1] if len(self.offset_index) else 0
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.values[-1] if len(self.time_index) else self.base_offset
+        self.next_offset = self.base_offset
+        end = scan_from
+        for position, fields in self.iter_headers(scan_from):
+            if fields[H_MAX_TIMESTAMP] > self.max_timestamp:
+                self.max_timestamp = fields[H_MAX_TIMESTAMP]
+                self.offset_of_max_timestamp = fields[H_BASE_OFFSET]
+            self.next_offset = fields[H_BASE_OFFSET] + fields[H_LAST_OFFSET_DELTA] + 1
+            end = position + fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+        self.bytes_since_index_entry = self.size - scan_from
+        if self.size == 0:
+            self.rolling_timestamp_ms = None
+        return end
+
+    # ------------------------------------------------------------------ open / recover
+
+    def load_trusted(self) -> bool:
+        """Open after a clean stop, or below the recovery point: adopt the index files if
+        they pass a sanity check and the tail after the last index entry scans cleanly.
+        Returns False if the caller must `recover` this segment instead."""
+        offsets = self.offset_index.read_entries()
+        times = self.time_index.read_entries()
+        if offsets is None or times is None:
+            return False
+        if not OffsetIndex.entries_sane(offsets, self.base_offset, self.size):
+            return False
+        if not TimeIndex.entries_sane(times, self.base_offset):
+            return False
+        # Spot-check entries against the batches they claim to point at.
+        sample = offsets[:: max(1, len(offsets) // 4)] + offsets[-1:]
+        for offset, position in sample:
+            try:
+                fields = self.header_at(position)
+            except CorruptRecordError:
+                return False
+            if fields is None or fields[H_BASE_OFFSET] != offset:
+                return False
+        self.offset_index.install(offsets)
+        self.time_index.install(times)
+        try:
+            end = self._reset_tail_state()
+        except CorruptRecordError:
+            return False
+        if end != self.size:
+            return False
+        if times and times[-1][1] >= self.next_offset:
+            return False
+        if self.size:
+            self.rolling_timestamp_ms = self.header_at(0)[H_MAX_TIMESTAMP]
+        return True
+
+    def recover(self, min_offset: int, on_batch=None) -> int:
+        """Scan every batch from position 0, checking framing, CRC-32C and that offsets
+        increase (starting at >= `min_offset`); rebuild both indexes; truncate the file at
+        the first bad batch. `on_batch(base_offset, partition_leader_epoch)` sees each good
+        batch (to rebuild the leader epoch cache). Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.size = os.fstat(self._fd).st_size
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_index_entry = 0
+        self.next_offset = self.base_offset
+        expected_min = max(min_offset, self.base_offset)
+        position = 0
+        chunk = b""
+        chunk_start = 0
+        good_end = 0
+        first_timestamp = None
+        interval = self.config.index_interval_bytes
+        while position < self.size:
+            local = position - chunk_start
+            if len(chunk) - local < BATCH_HEADER_SIZE:
+                chunk = os.pread(self._fd, _SCAN_CHUNK_BYTES, position)
+                chunk_start, local = position, 0
+            if len(chunk) - local < BATCH_HEADER_SIZE:
+                log.warning("%s: torn batch header at %d; truncating", self.log_path, position)
+                break
+            fields = HEADER_STRUCT.unpack_from(chunk, local)
+            try:
+                records.check_header_fields(fields, position)
+            except CorruptRecordError as e:
+                log.warning("%s: %s; truncating", self.log_path, e)
+                break
+            batch_size = fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+            if local + batch_size > len(chunk):
+                chunk = os.pread(self._fd, max(_SCAN_CHUNK_BYTES, batch_size), position)
+                chunk_start, local = position, 0
+                if batch_size > len(chunk):
+                    log.warning("%s: torn batch at %d; truncating", self.log_path, position)
+                    break
+            body = chunk[local + CRC_START : local + batch_size]
+            if records._crc32c(body) != fields[H_CRC]:
+                log.warning("%s: bad CRC at %d; truncating", self.log_path, position)
+                break
+            base = fields[H_BASE_OFFSET]
+            if base < expected_min:
+                log.warning("%s: offset %d goes backwards at %d; truncating", self.log_path, base, position)
+                break
+            max_timestamp = fields[H_MAX_TIMESTAMP]
+            if first_timestamp is None:
+                first_timestamp = max_timestamp
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp = max_timestamp
+                self.offset_of_max_timestamp = base
+            if self.bytes_since_index_entry >= interval:
+                self.offset_index.append(base, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_index_entry = 0
+            self.bytes_since_index_entry += batch_size
+            self.next_offset = expected_min = base + fields[H_LAST_OFFSET_DELTA] + 1
+            if on_batch is not None:
+                on_batch(base, fields[H_LEADER_EPOCH])
+            position += batch_size
+            good_end = position
+        truncated = self.size - good_end
+        if truncated:
+            os.ftruncate(self._fd, good_end)
+            self.size = good_end
+            self.unflushed = True
+        self.rolling_timestamp_ms = first_timestamp
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+        return truncated
