@@ -1,0 +1,469 @@
+"""ZkAdapter: every ZooKeeper read and write kafkalite makes, over one kazoo client.
+
+The contract is DESIGN.md section 2. Writes the controller makes are conditional on the
+znode version (and, when given `controller_epoch_zk_version`, fenced on /controller_epoch
+so a deposed controller cannot write). Bulk reads are pipelined: all requests are sent,
+then all replies collected, which is what makes a controller failover over 10,000
+partitions take one round trip's worth of latency rather than 10,000.
+
+The adapter is synchronous and blocking (kazoo runs its own I/O thread); the asyncio shell
+calls it from an executor. Watches only call back: the broker shell turns them into
+events on its queue (STYLE.md habit 3).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from kafkalite.zk import codec, paths
+from kafkalite.zk.codec import (
+    BrokerRegistration,
+    ControllerEpoch,
+    ControllerInfo,
+    PartitionState,
+    ProducerIdBlock,
+    TopicAssignment,
+)
+from kafkalite.zk.errors import (
+    BrokerIdInUseError,
+    StaleZnodeVersionError,
+    TopicAlreadyExistsError,
+    UnknownTopicError,
+    ZkContentionError,
+    ZkError,
+    ZnodeExistsError,
+    ZnodeNotFoundError,
+)
+from kafkalite.zk.kazoo_errors import calls, translate
+from kafkalite.zk.multi import (
+    TRANSACTION_BYTES_MAX_DEFAULT,
+    TRANSACTION_OPS_MAX_DEFAULT,
+    BatchWriter,
+    Op,
+    OpResult,
+)
+
+TopicPartition = tuple[str, int]
+
+REQUEST_TIMEOUT_S_DEFAULT = 30.0
+READS_IN_FLIGHT_MAX_DEFAULT = 5000
+# Read-modify-write loops (controller epoch, producer id blocks) retry only when someone
+# else's write won, i.e. the system made progress; this bounds a pathological pile-up.
+CONTENTION_RETRIES_MAX_DEFAULT = 100
+PRODUCER_ID_MAX = 2**63 - 1
+
+
+class ControllerElection(NamedTuple):
+    """What winning the controller election yields: the new epoch and the zk version of
+    /controller_epoch, which fences every later controller write."""
+
+    epoch: int
+    epoch_zk_version: int
+
+
+class ZkAdapter:
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        transaction_bytes_max: int = TRANSACTION_BYTES_MAX_DEFAULT,
+        transaction_ops_max: int = TRANSACTION_OPS_MAX_DEFAULT,
+        reads_in_flight_max: int = READS_IN_FLIGHT_MAX_DEFAULT,
+        request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
+        contention_retries_max: int = CONTENTION_RETRIES_MAX_DEFAULT,
+    ) -> None:
+        assert reads_in_flight_max > 0
+        assert contention_retries_max > 0
+        self.client = client
+        self.reads_in_flight_max = reads_in_flight_max
+        self.request_timeout_s = request_timeout_s
+        self.contention_retries_max = contention_retries_max
+        self.writer = BatchWriter(
+            client,
+            transaction_bytes_max=transaction_bytes_max,
+            transaction_ops_max=transaction_ops_max,
+            request_timeout_s=request_timeout_s,
+        )
+
+    @property
+    def session_id(self) -> int:
+        return self.client.client_id[0]
+
+    # ------------------------------------------------------------------ basic reads/writes
+
+    def ensure_base_paths(self) -> None:
+        """Create the persistent parents (/brokers/ids, /brokers/topics, /admin/...)."""
+        for path in paths.PERSISTENT_PARENTS:
+            self.ensure_path(path)
+
+    def ensure_path(self, path: str) -> None:
+        with calls(path):
+            self.client.ensure_path(path)
+
+    def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat, or None when the znode does not exist."""
+        try:
+            with calls(path):
+                return self.client.get(path)
+        except ZnodeNotFoundError:
+            return None
+
+    def get_children(self, path: str) -> list[str] | None:
+        try:
+            with calls(path):
+                return sorted(self.client.get_children(path))
+        except ZnodeNotFoundError:
+            return None
+
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False) -> ZnodeStat:
+        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists."""
+        with calls(path):
+            _, stat = self.client.create(path, data, ephemeral=ephemeral, makepath=makepath, include_data=True)
+        return stat
+
+    def conditional_set(
+        self, path: str, data: bytes, expected_version: int, *, controller_epoch_zk_version: int | None = None
+    ) -> int:
+        """Set `path` if it is still at `expected_version`; the new version.
+        StaleZnodeVersionError otherwise (re-read and re-decide)."""
+        assert expected_version >= 0
+        if controller_epoch_zk_version is not None:
+            result = self.multi_conditional_set([(path, data, expected_version)], controller_epoch_zk_version)[path]
+            if isinstance(result, ZkError):
+                raise result
+            assert isinstance(result, int)
+            return result
+        with calls(path, expected_version):
+            return self.client.set(path, data, version=expected_version).version
+
+    def get_many(self, znode_paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat] | None]:
+        """Pipelined reads: up to `reads_in_flight_max` requests outstanding at once.
+        A missing znode maps to None; any other failure raises."""
+        results: dict[str, tuple[bytes, ZnodeStat] | None] = {}
+        window: list[tuple[str, object]] = []
+        for path in znode_paths:
+            window.append((path, self.client.get_async(path)))
+            if len(window) >= self.reads_in_flight_max:
+                self._collect(window, results)
+                window = []
+        self._collect(window, results)
+        return results
+
+    def _collect(self, window: list[tuple[str, object]], results: dict) -> None:
+        for path, pending in window:
+            try:
+                results[path] = pending.get(timeout=self.request_timeout_s)
+            except NoNodeError:
+                results[path] = None
+            except Exception as e:
+                raise translate(e, path) from e
+
+    # ------------------------------------------------------------------ batched writes
+
+    def multi_conditional_set(
+        self,
+        updates: Sequence[tuple[str, bytes, int]],
+        controller_epoch_zk_version: int | None = None,
+    ) -> dict[str, OpResult]:
+        """Set each (path, data, expected_version) if still at that version, in as few
+        `multi` transactions as the size bounds allow. Result per path: the new version, or
+        the op's own error (StaleZnodeVersionError, ZnodeNotFoundError); one op failing
+        does not stop the others. ControllerMovedError if the fence fails."""
+        ops = [Op("set", path, data, version) for path, data, version in updates]
+        return self.writer.run(ops, controller_epoch_zk_version)
+
+    def multi_create(
+        self,
+        creates: Sequence[tuple[str, bytes]],
+        controller_epoch_zk_version: int | None = None,
+    ) -> dict[str, OpResult]:
+        """Create persistent znodes (parents must exist). Result per path: 0 or the error
+        (ZnodeExistsError, ZnodeNotFoundError for a missing parent)."""
+        ops = [Op("create", path, data) for path, data in creates]
+        return self.writer.run(ops, controller_epoch_zk_version)
+
+    def multi_delete(
+        self,
+        deletes: Sequence[tuple[str, int]],
+        controller_epoch_zk_version: int | None = None,
+    ) -> dict[str, OpResult]:
+        """Delete (path, expected_version or -1). Result per path: None or the error."""
+        ops = [Op("delete", path, version=version) for path, version in deletes]
+        return self.writer.run(ops, controller_epoch_zk_version)
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create /brokers/ids/<id> (ephemeral); the broker epoch (its czxid).
+
+        If the znode exists and belongs to this very session with the same value (a retry
+        after a connection loss that had in fact succeeded), that is success, as in Kafka.
+        Otherwise BrokerIdInUseError."""
+        path = paths.broker_path(registration.id)
+        data = codec.encode_broker_registration(registration)
+        self.ensure_path(paths.brokers_ids_path())
+        for _ in range(self.contention_retries_max):
+            try:
+                return self.create(path, data, ephemeral=True).czxid
+            except ZnodeExistsError:
+                existing = self.get(path)
+            if existing is None:
+                continue  # the previous owner's session just ended; try again
+            existing_data, stat = existing
+            if stat.ephemeralOwner == self.session_id and existing_data == data:
+                return stat.czxid
+            raise BrokerIdInUseError(
+                path,
+                f"broker id {registration.id} is already registered at {path} by ZooKeeper "
+                f"session 0x{stat.ephemeralOwner:x}: another running broker has "
+                f"broker.id={registration.id}, or a previous run's session has not expired yet "
+                "(it will within its session timeout)",
+            )
+        raise ZkContentionError(f"could not register {path} after {self.contention_retries_max} attempts")
+
+    def get_brokers(self) -> dict[int, tuple[BrokerRegistration, int]]:
+        """Live brokers: id -> (registration, broker epoch)."""
+        children = self.get_children(paths.brokers_ids_path()) or []
+        ids = sorted(int(c) for c in children if c.isdigit())
+        replies = self.get_many(paths.broker_path(i) for i in ids)
+        brokers = {}
+        for path, reply in replies.items():
+            if reply is None:
+                continue  # went away between the listing and the read
+            data, stat = reply
+            registration = codec.decode_broker_registration(data, path)
+            brokers[registration.id] = (registration, stat.czxid)
+        return brokers
+
+    # ------------------------------------------------------------------ controller
+
+    def try_become_controller(self, broker_id: int, now_ms: int | None = None) -> ControllerElection | None:
+        """Create /controller and bump /controller_epoch in one `multi` (as Kafka does since
+        KAFKA-6082), so no one holds /controller with a stale epoch. None if another broker
+        is controller. The epoch is created as 1 if absent."""
+        timestamp = now_ms if now_ms is not None else int(time.time() * 1000)
+        info = codec.encode_controller_info(ControllerInfo(broker_id=broker_id, timestamp=timestamp))
+        for _ in range(self.contention_retries_max):
+            current = self.get_controller_epoch()
+            transaction = self.client.transaction()
+            transaction.create(paths.controller_path(), info, ephemeral=True)
+            if current is None:
+                new_epoch = 1
+                transaction.create(paths.controller_epoch_path(), codec.encode_controller_epoch(ControllerEpoch(1)))
+            else:
+                new_epoch = current[0].epoch + 1
+                transaction.set_data(
+                    paths.controller_epoch_path(),
+                    codec.encode_controller_epoch(ControllerEpoch(new_epoch)),
+                    version=current[1],
+                )
+            with calls(paths.controller_path()):
+                controller_result, epoch_result = transaction.commit_async().get(timeout=self.request_timeout_s)
+            if not isinstance(controller_result, Exception):
+                epoch_zk_version = 0 if current is None else epoch_result.version
+                return ControllerElection(new_epoch, epoch_zk_version)
+            if isinstance(controller_result, NodeExistsError):
+                return self._own_controller_election(broker_id)
+            if isinstance(epoch_result, (BadVersionError, NodeExistsError, NoNodeError)):
+                continue  # the epoch moved under us; read it again
+            raise translate(epoch_result, paths.controller_epoch_path())
+        raise ZkContentionError(f"controller election retried {self.contention_retries_max} times")
+
+    def _own_controller_election(self, broker_id: int) -> ControllerElection | None:
+        """/controller exists: ours (a retried election that had succeeded) or someone else's."""
+        existing = self.get(paths.controller_path())
+        if existing is None:
+            return None  # it just went away: the next election event will try again
+        data, stat = existing
+        info = codec.decode_controller_info(data, paths.controller_path())
+        if stat.ephemeralOwner != self.session_id or info.broker_id != broker_id:
+            return None
+        epoch = self.get_controller_epoch()
+        assert epoch is not None  # created in the same multi as /controller
+        return ControllerElection(epoch[0].epoch, epoch[1])
+
+    def resign_controller(self, broker_id: int) -> bool:
+        """Delete /controller if this session holds it for `broker_id`; whether it did."""
+        existing = self.get(paths.controller_path())
+        if existing is None:
+            return False
+        data, stat = existing
+        info = codec.decode_controller_info(data, paths.controller_path())
+        if stat.ephemeralOwner != self.session_id or info.broker_id != broker_id:
+            return False
+        result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
+        return result is None
+
+    def get_controller(self) -> ControllerInfo | None:
+        existing = self.get(paths.controller_path())
+        return None if existing is None else codec.decode_controller_info(existing[0], paths.controller_path())
+
+    def get_controller_epoch(self) -> tuple[ControllerEpoch, int] | None:
+        """(epoch, zk version of /controller_epoch), or None before the first election."""
+        existing = self.get(paths.controller_epoch_path())
+        if existing is None:
+            return None
+        return codec.decode_controller_epoch(existing[0], paths.controller_epoch_path()), existing[1].version
+
+    # ------------------------------------------------------------------ producer ids
+
+    def allocate_producer_id_block(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
+        """Claim the next `block_size` producer ids; (first, last), both inclusive.
+        A conditional update loop on /latest_producer_id_block, as in Kafka."""
+        assert block_size > 0
+        path = paths.producer_id_block_path()
+        for _ in range(self.contention_retries_max):
+            existing = self.get(path)
+            start = 0 if existing is None else codec.decode_producer_id_block(existing[0], path).block_end + 1
+            end = start + block_size - 1
+            if end > PRODUCER_ID_MAX:
+                raise ZkError(f"producer ids exhausted: cannot allocate [{start}, {end}]")
+            data = codec.encode_producer_id_block(ProducerIdBlock(broker_id, start, end))
+            try:
+                if existing is None:
+                    self.create(path, data)
+                else:
+                    self.conditional_set(path, data, existing[1].version)
+            except (StaleZnodeVersionError, ZnodeExistsError, ZnodeNotFoundError):
+                continue  # another broker claimed a block first
+            return start, end
+        raise ZkContentionError(f"producer id block allocation retried {self.contention_retries_max} times")
+
+    # ------------------------------------------------------------------ topics
+
+    def get_topics(self) -> list[str]:
+        return self.get_children(paths.topics_path()) or []
+
+    def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        """(assignment, zk version), or None if the topic does not exist."""
+        return self.get_topic_assignments([topic]).get(topic)
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, tuple[TopicAssignment, int]]:
+        """Pipelined; topics that do not exist are left out."""
+        by_path = {paths.topic_path(t): t for t in topics}
+        assignments = {}
+        for path, reply in self.get_many(by_path).items():
+            if reply is not None:
+                assignments[by_path[path]] = (codec.decode_topic_assignment(reply[0], path), reply[1].version)
+        return assignments
+
+    def create_topic_znode(self, topic: str, assignment: TopicAssignment) -> int:
+        """Create /brokers/topics/<topic>; its version (0). TopicAlreadyExistsError."""
+        path = paths.topic_path(topic)
+        self.ensure_path(paths.topics_path())
+        try:
+            self.create(path, codec.encode_topic_assignment(assignment))
+        except ZnodeExistsError:
+            raise TopicAlreadyExistsError(path, f"topic {topic!r} already exists") from None
+        return 0
+
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, expected_version: int) -> int:
+        return self.conditional_set(paths.topic_path(topic), codec.encode_topic_assignment(assignment), expected_version)
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        """Create /admin/delete_topics/<topic>; idempotent. UnknownTopicError if no topic."""
+        if self.get(paths.topic_path(topic)) is None:
+            raise UnknownTopicError(topic)
+        try:
+            self.create(paths.admin_delete_topic_path(topic), codec.encode_empty(), makepath=True)
+        except ZnodeExistsError:
+            pass
+
+    def get_topics_marked_for_deletion(self) -> list[str]:
+        return self.get_children(paths.admin_delete_topics_path()) or []
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        """Remove the topic, its partition states and its deletion marker (the controller,
+        once every replica is deleted). Missing znodes are fine."""
+        for path in (paths.topic_path(topic), paths.admin_delete_topic_path(topic)):
+            try:
+                with calls(path):
+                    self.client.delete(path, recursive=True)
+            except ZnodeNotFoundError:
+                pass
+
+    # ------------------------------------------------------------------ partition states
+
+    def get_partition_states(
+        self, topic_partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[PartitionState, int]]:
+        """Pipelined: (state, zk version = partition epoch); missing ones left out."""
+        by_path = {paths.partition_state_path(t, p): (t, p) for t, p in topic_partitions}
+        states = {}
+        for path, reply in self.get_many(by_path).items():
+            if reply is not None:
+                states[by_path[path]] = (codec.decode_partition_state(reply[0], path), reply[1].version)
+        return states
+
+    def create_partition_states(
+        self,
+        states: dict[TopicPartition, PartitionState],
+        controller_epoch_zk_version: int | None = None,
+    ) -> dict[TopicPartition, OpResult]:
+        """Create the state znodes of new partitions (controller's init_leaders). Parents
+        are created first, pipelined; then the states in fenced multis."""
+        parents = {paths.partitions_path(t) for t, _ in states} | {paths.partition_path(t, p) for t, p in states}
+        self._create_parents(sorted(parents, key=len))
+        by_path = {paths.partition_state_path(t, p): (t, p) for t, p in states}
+        results = self.multi_create(
+            [(path, codec.encode_partition_state(states[tp])) for path, tp in by_path.items()],
+            controller_epoch_zk_version,
+        )
+        return {by_path[path]: result for path, result in results.items()}
+
+    def update_partition_states(
+        self,
+        updates: dict[TopicPartition, tuple[PartitionState, int]],
+        controller_epoch_zk_version: int | None = None,
+    ) -> dict[TopicPartition, OpResult]:
+        """Conditional writes of (new state, expected partition epoch); per partition the
+        new partition epoch or StaleZnodeVersionError / ZnodeNotFoundError."""
+        by_path = {paths.partition_state_path(t, p): (t, p) for t, p in updates}
+        results = self.multi_conditional_set(
+            [(path, codec.encode_partition_state(updates[tp][0]), updates[tp][1]) for path, tp in by_path.items()],
+            controller_epoch_zk_version,
+        )
+        return {by_path[path]: result for path, result in results.items()}
+
+    def _create_parents(self, parent_paths: Sequence[str]) -> None:
+        """Create persistent empty znodes shortest first, pipelined per depth; existing ok."""
+        by_depth: dict[int, list[str]] = {}
+        for path in parent_paths:
+            by_depth.setdefault(path.count("/"), []).append(path)
+        for depth in sorted(by_depth):
+            pending = [(p, self.client.create_async(p, b"", makepath=True)) for p in by_depth[depth]]
+            for path, result in pending:
+                try:
+                    result.get(timeout=self.request_timeout_s)
+                except NodeExistsError:
+                    pass
+                except Exception as e:
+                    raise translate(e, path) from e
+
+    # ------------------------------------------------------------------ watches
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> ChildrenWatch:
+        """Call `callback(children)` now and on every change, from kazoo's thread: it
+        should only enqueue an event. The path is created if missing."""
+        self.ensure_path(path)
+
+        def on_children(children: list[str]) -> None:
+            callback(sorted(children))  # return None: kazoo keeps the watch
+
+        return ChildrenWatch(self.client, path, on_children)
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]) -> DataWatch:
+        """Call `callback(data, stat)` now and on every change ((None, None) while absent),
+        from kazoo's thread: it should only enqueue an event."""
+
+        def on_data(data: bytes | None, stat: ZnodeStat | None) -> None:
+            callback(data, stat)  # return None: kazoo keeps the watch
+
+        return DataWatch(self.client, path, on_data)

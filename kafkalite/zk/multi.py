@@ -1,0 +1,176 @@
+"""Batched ZooKeeper writes with `multi` (DESIGN.md section 2, section 6 "Broker failure").
+
+ZooKeeper's multi is all-or-nothing and one request must fit in `jute.maxbuffer` (1 MiB by
+default, for the request and for the reply). So a batch is split into transactions of at
+most `transaction_bytes_max` estimated bytes and `transaction_ops_max` operations, and when
+a transaction fails because some of its operations failed (a stale version, a missing or
+existing znode) those operations are reported and the rest are committed again without
+them. Every transaction can be fenced by the controller epoch: a `check` of
+/controller_epoch at the version the controller wrote when elected, so a deposed
+controller's writes fail as a whole (ControllerMovedError), as in Kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from kafkalite.zk import paths
+from kafkalite.zk.errors import ControllerMovedError, ZkError
+from kafkalite.zk.kazoo_errors import calls, translate
+
+# Serialised size of one op beyond its path and data: multi header, op type, version,
+# flags, ACL (world:anyone) and length prefixes. Generous on purpose: it is an estimate.
+OP_OVERHEAD_BYTES = 64
+# ZooKeeper's default jute.maxbuffer. One op bigger than this could never be written.
+JUTE_MAXBUFFER_BYTES = 1024 * 1024
+TRANSACTION_BYTES_MAX_DEFAULT = 512 * 1024
+# Also bounds the reply: a setData result carries a ~70-byte stat per op.
+TRANSACTION_OPS_MAX_DEFAULT = 1000
+
+OpKind = Literal["create", "set", "delete"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One write in a batch. `version` -1 means unconditional (create ignores it)."""
+
+    kind: OpKind
+    path: str
+    data: bytes = b""
+    version: int = -1
+    ephemeral: bool = False
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.path.encode("utf-8")) + len(self.data) + OP_OVERHEAD_BYTES
+
+
+# Per-path outcome: the new znode version (set: stat.version, create: 0), None for a
+# delete, or the typed error of that op alone.
+OpResult = int | None | ZkError
+
+
+def chunk_ops(ops: Sequence[Op], bytes_max: int, ops_max: int) -> Iterator[list[Op]]:
+    """Consecutive chunks with at most `ops_max` ops and `bytes_max` estimated bytes each."""
+    assert bytes_max > 0
+    assert ops_max > 0
+    chunk: list[Op] = []
+    chunk_bytes = 0
+    for op in ops:
+        size = op.size_bytes
+        if size > min(bytes_max, JUTE_MAXBUFFER_BYTES):
+            raise ValueError(f"write to {op.path} is {size} bytes, over the {bytes_max}-byte transaction bound")
+        if chunk and (len(chunk) >= ops_max or chunk_bytes + size > bytes_max):
+            yield chunk
+            chunk, chunk_bytes = [], 0
+        chunk.append(op)
+        chunk_bytes += size
+    if chunk:
+        yield chunk
+
+
+class BatchWriter:
+    """Commits lists of Ops through kazoo transactions, split and retried as described above."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        transaction_bytes_max: int = TRANSACTION_BYTES_MAX_DEFAULT,
+        transaction_ops_max: int = TRANSACTION_OPS_MAX_DEFAULT,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        assert 0 < transaction_bytes_max < JUTE_MAXBUFFER_BYTES
+        assert transaction_ops_max > 1
+        self.client = client
+        self.transaction_bytes_max = transaction_bytes_max
+        self.transaction_ops_max = transaction_ops_max
+        self.request_timeout_s = request_timeout_s
+        self.transactions_committed = 0  # for tests and metrics: how many multis were sent
+
+    def run(self, ops: Sequence[Op], controller_epoch_zk_version: int | None = None) -> dict[str, OpResult]:
+        """Commit `ops`; per-path results in input order. Raises ControllerMovedError when
+        the fence fails (earlier chunks may have committed), ZkConnectionLossError /
+        ZkSessionExpiredError when a transaction's outcome is unknown."""
+        seen: set[str] = set()
+        for op in ops:
+            if op.path in seen:
+                raise ValueError(f"path {op.path} appears twice in one batch")
+            seen.add(op.path)
+        results: dict[str, OpResult] = {}
+        # One op slot is the fence's.
+        ops_max = self.transaction_ops_max - (1 if controller_epoch_zk_version is not None else 0)
+        for chunk in chunk_ops(ops, self.transaction_bytes_max, ops_max):
+            results.update(self._commit_dropping_failures(chunk, controller_epoch_zk_version))
+        return {op.path: results[op.path] for op in ops}
+
+    def _commit_dropping_failures(self, chunk: list[Op], fence_version: int | None) -> dict[str, OpResult]:
+        results: dict[str, OpResult] = {}
+        pending = chunk
+        # Each failed round removes at least one op, so this ends within len(chunk) rounds.
+        while pending:
+            outcome = self._commit(pending, fence_version)
+            failures = {
+                index: result
+                for index, result in enumerate(outcome)
+                if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency))
+            }
+            if not failures:
+                for op, result in zip(pending, outcome):
+                    results[op.path] = _success_value(op, result)
+                return results
+            for index, error in failures.items():
+                op = pending[index]
+                results[op.path] = translate(error, op.path, op.version)
+            pending = [op for index, op in enumerate(pending) if index not in failures]
+        return results
+
+    def _commit(self, ops: list[Op], fence_version: int | None) -> list:
+        """One multi; the results aligned with `ops` (the fence's result removed)."""
+        transaction = self.client.transaction()
+        if fence_version is not None:
+            transaction.check(paths.controller_epoch_path(), fence_version)
+        for op in ops:
+            if op.kind == "create":
+                transaction.create(op.path, op.data, ephemeral=op.ephemeral)
+            elif op.kind == "set":
+                transaction.set_data(op.path, op.data, version=op.version)
+            else:
+                transaction.delete(op.path, version=op.version)
+        with calls(ops[0].path):
+            outcome = transaction.commit_async().get(timeout=self.request_timeout_s)
+        self.transactions_committed += 1
+        if fence_version is not None:
+            fence_result, outcome = outcome[0], outcome[1:]
+            if isinstance(fence_result, (BadVersionError, NoNodeError)):
+                raise ControllerMovedError(fence_version)
+        assert len(outcome) == len(ops)
+        return outcome
+
+
+def _success_value(op: Op, result: object) -> int | None:
+    if op.kind == "set":
+        assert isinstance(result, ZnodeStat)
+        return result.version
+    if op.kind == "create":
+        return 0
+    return None
+
+
+__all__ = [
+    "BatchWriter",
+    "Op",
+    "OpResult",
+    "chunk_ops",
+]

@@ -1,0 +1,249 @@
+"""ZkAdapter against a real ZooKeeper (DESIGN.md section 2): conditional and batched
+writes, pipelined reads, broker registration, controller election, producer id blocks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kafkalite.zk import ZkAdapter, codec, paths
+from kafkalite.zk.codec import BrokerRegistration, PartitionState, TopicAssignment
+from kafkalite.zk.errors import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    StaleZnodeVersionError,
+    TopicAlreadyExistsError,
+    UnknownTopicError,
+    ZnodeDecodeError,
+    ZnodeNotFoundError,
+)
+
+
+@pytest.fixture
+def adapter(zk_client) -> ZkAdapter:
+    zk = ZkAdapter(zk_client)
+    zk.ensure_base_paths()
+    return zk
+
+
+def _registration(broker_id: int) -> BrokerRegistration:
+    return BrokerRegistration(
+        id=broker_id, host="127.0.0.1", port=9090 + broker_id, inter_broker_port=9190 + broker_id,
+        admin_port=9290 + broker_id, rack=None,
+    )
+
+
+def _state(leader: int, leader_epoch: int = 0) -> PartitionState:
+    return PartitionState(leader=leader, leader_epoch=leader_epoch, isr=[leader], controller_epoch=1)
+
+
+def test_conditional_set_returns_new_version_and_rejects_a_stale_one(adapter):
+    stat = adapter.create("/x", b"a")
+    assert adapter.conditional_set("/x", b"b", stat.version) == stat.version + 1
+    with pytest.raises(StaleZnodeVersionError) as info:
+        adapter.conditional_set("/x", b"c", stat.version)
+    assert info.value.path == "/x"
+    with pytest.raises(ZnodeNotFoundError):
+        adapter.conditional_set("/missing", b"c", 0)
+
+
+def test_multi_conditional_set_applies_all_but_the_stale_ones(adapter):
+    created = adapter.multi_create([(f"/n{i}", b"0") for i in range(50)])
+    assert set(created.values()) == {0}
+    adapter.conditional_set("/n7", b"moved", 0)  # n7 and n31 now stale for the batch
+    adapter.conditional_set("/n31", b"moved", 0)
+
+    results = adapter.multi_conditional_set([(f"/n{i}", b"1", 0) for i in range(50)] + [("/gone", b"1", 0)])
+
+    assert isinstance(results["/n7"], StaleZnodeVersionError)
+    assert isinstance(results["/n31"], StaleZnodeVersionError)
+    assert isinstance(results["/gone"], ZnodeNotFoundError)
+    for i in set(range(50)) - {7, 31}:
+        assert results[f"/n{i}"] == 1
+        assert adapter.get(f"/n{i}")[0] == b"1"
+    assert adapter.get("/n7")[0] == b"moved"
+
+
+def test_five_thousand_partition_state_writes_with_one_stale_are_split_into_bounded_transactions(adapter):
+    topic = "big"
+    partitions = range(5000)
+    adapter.create_topic_znode(topic, TopicAssignment({p: [1, 2, 3] for p in partitions}))
+    created = adapter.create_partition_states({(topic, p): _state(1) for p in partitions})
+    assert all(v == 0 for v in created.values())
+    adapter.conditional_set(paths.partition_state_path(topic, 4321), codec.encode_partition_state(_state(3)), 0)
+
+    new_state = PartitionState(leader=2, leader_epoch=1, isr=[2, 1, 3], controller_epoch=1)
+    before = adapter.writer.transactions_committed
+    results = adapter.update_partition_states({(topic, p): (new_state, 0) for p in partitions})
+    transactions = adapter.writer.transactions_committed - before
+
+    assert isinstance(results[(topic, 4321)], StaleZnodeVersionError)
+    assert sum(1 for v in results.values() if v == 1) == 4999
+    # 5 chunks of at most 1000 ops, plus one retry of the chunk holding the stale write.
+    assert transactions == 6
+    states = adapter.get_partition_states([(topic, p) for p in partitions])
+    assert len(states) == 5000
+    assert states[(topic, 0)] == (new_state, 1)
+    assert states[(topic, 4321)] == (_state(3), 1)
+
+
+def test_a_batch_larger_than_jute_maxbuffer_is_split_by_bytes(adapter):
+    value = b"v" * 4000
+    count = 600  # ~2.4 MB in total, few enough ops that only the byte bound splits it
+    adapter.multi_create([(f"/b{i}", b"") for i in range(count)])
+    before = adapter.writer.transactions_committed
+    results = adapter.multi_conditional_set([(f"/b{i}", value, 0) for i in range(count)])
+    assert set(results.values()) == {1}
+    assert adapter.writer.transactions_committed - before >= 5  # 512 KiB per transaction
+    assert adapter.get_many([f"/b{i}" for i in range(count)])["/b599"][0] == value
+
+
+def test_get_many_pipelines_reads_and_maps_missing_znodes_to_none(zk_client):
+    adapter = ZkAdapter(zk_client, reads_in_flight_max=7)
+    adapter.multi_create([(f"/r{i}", str(i).encode()) for i in range(20)])
+    replies = adapter.get_many([f"/r{i}" for i in range(20)] + ["/nope"])
+    assert replies["/nope"] is None
+    assert [replies[f"/r{i}"][0] for i in range(20)] == [str(i).encode() for i in range(20)]
+
+
+def test_register_broker_returns_czxid_epoch_and_refuses_a_duplicate_id(adapter, zk_client_factory):
+    epoch = adapter.register_broker(_registration(1))
+    assert epoch > 0
+    assert adapter.register_broker(_registration(1)) == epoch  # same session, same value
+
+    other = ZkAdapter(zk_client_factory())
+    with pytest.raises(BrokerIdInUseError, match="broker.id=1"):
+        other.register_broker(_registration(1))
+    epoch2 = other.register_broker(_registration(2))
+    assert epoch2 > epoch
+
+    brokers = adapter.get_brokers()
+    assert brokers == {1: (_registration(1), epoch), 2: (_registration(2), epoch2)}
+
+
+def test_racing_controller_candidates_elect_one_and_bump_the_epoch(zk_client_factory):
+    candidates = [ZkAdapter(zk_client_factory()) for _ in range(4)]
+    results: dict[int, object] = {}
+    barrier = threading.Barrier(len(candidates))
+
+    def run(broker_id: int, adapter: ZkAdapter) -> None:
+        barrier.wait()
+        results[broker_id] = adapter.try_become_controller(broker_id, now_ms=1000)
+
+    threads = [threading.Thread(target=run, args=(i + 1, a)) for i, a in enumerate(candidates)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    winners = {b: r for b, r in results.items() if r is not None}
+    assert len(winners) == 1
+    (winner_id, election), = winners.items()
+    assert election.epoch == 1
+    assert candidates[0].get_controller().broker_id == winner_id
+    assert candidates[0].get_controller_epoch()[0].epoch == 1
+
+    # The winner resigns; the next candidate gets epoch 2, and the old fence is dead.
+    winner = candidates[winner_id - 1]
+    assert winner.resign_controller(winner_id)
+    next_id = 1 if winner_id != 1 else 2
+    second = candidates[next_id - 1].try_become_controller(next_id)
+    assert second.epoch == 2
+    assert second.epoch_zk_version == election.epoch_zk_version + 1
+    with pytest.raises(ControllerMovedError):
+        winner.multi_create([("/fenced", b"")], controller_epoch_zk_version=election.epoch_zk_version)
+    assert winner.get("/fenced") is None
+    assert candidates[next_id - 1].multi_create(
+        [("/allowed", b"")], controller_epoch_zk_version=second.epoch_zk_version
+    ) == {"/allowed": 0}
+
+
+def test_controller_znode_goes_with_the_session_and_the_epoch_survives(zk_client_factory):
+    first_client = zk_client_factory()
+    first = ZkAdapter(first_client)
+    assert first.try_become_controller(1).epoch == 1
+    first_client.stop()
+    second = ZkAdapter(zk_client_factory())
+    assert second.get_controller() is None
+    assert second.try_become_controller(2) == (2, 1)
+
+
+def test_producer_id_blocks_from_racing_brokers_never_overlap(zk_client_factory):
+    adapters = [ZkAdapter(zk_client_factory()) for _ in range(2)]
+    blocks: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def run(broker_id: int, adapter: ZkAdapter) -> None:
+        for _ in range(25):
+            block = adapter.allocate_producer_id_block(broker_id, block_size=100)
+            with lock:
+                blocks.append(block)
+
+    threads = [threading.Thread(target=run, args=(i + 1, a)) for i, a in enumerate(adapters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    blocks.sort()
+    assert len(blocks) == 50
+    assert blocks[0] == (0, 99)
+    for (_, end), (start, _) in zip(blocks, blocks[1:]):
+        assert start == end + 1
+    latest = codec.decode_producer_id_block(adapters[0].get(paths.producer_id_block_path())[0], "/p")
+    assert latest.block_end == 4999
+
+
+def test_topics_create_read_and_mark_for_deletion(adapter):
+    assignment = TopicAssignment({0: [1, 2], 1: [2, 1]}, {"cleanup.policy": "delete"})
+    assert adapter.create_topic_znode("orders", assignment) == 0
+    with pytest.raises(TopicAlreadyExistsError):
+        adapter.create_topic_znode("orders", assignment)
+    assert adapter.get_topics() == ["orders"]
+    assert adapter.get_topic_assignment("orders") == (assignment, 0)
+    assert adapter.get_topic_assignment("nope") is None
+
+    adapter.mark_topic_for_deletion("orders")
+    adapter.mark_topic_for_deletion("orders")  # idempotent
+    assert adapter.get_topics_marked_for_deletion() == ["orders"]
+    with pytest.raises(UnknownTopicError):
+        adapter.mark_topic_for_deletion("nope")
+
+    adapter.create_partition_states({("orders", 0): _state(1)})
+    adapter.delete_topic_znodes("orders")
+    assert adapter.get_topics() == []
+    assert adapter.get_topics_marked_for_deletion() == []
+
+
+def test_a_garbage_znode_is_reported_with_its_path(adapter):
+    adapter.create(paths.controller_path(), b"garbage")
+    with pytest.raises(ZnodeDecodeError, match="/controller"):
+        adapter.get_controller()
+
+
+def test_watches_call_back_on_changes(adapter):
+    children_seen: list[list[str]] = []
+    data_seen: list[bytes | None] = []
+    changed = threading.Event()
+
+    def on_children(children):
+        children_seen.append(children)
+        changed.set()
+
+    adapter.watch_children(paths.brokers_ids_path(), on_children)
+    adapter.watch_data(paths.controller_path(), lambda data, stat: data_seen.append(data))
+    changed.wait(5)
+    changed.clear()
+    adapter.register_broker(_registration(5))
+    assert changed.wait(5)
+    adapter.try_become_controller(5)
+
+    deadline = time.monotonic() + 5
+    while (len(data_seen) < 2 or ["5"] not in children_seen) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert children_seen[0] == []
+    assert ["5"] in children_seen
+    assert data_seen[0] is None
+    assert codec.decode_controller_info(data_seen[-1], "/controller").broker_id == 5
