@@ -182,3 +182,20 @@ def test_a_server_that_cannot_bind_its_port_fails_with_its_log(tmp_path):
         with pytest.raises(ZooKeeperStartError, match="(?s)exited with code.*log"):
             server.start(timeout_s=15)
         assert not server.is_running()
+
+
+def test_a_server_left_running_is_killed_when_its_python_process_exits(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "from kafkalite.testing.zookeeper import ZooKeeperServer\n"
+        f"s = ZooKeeperServer({str(tmp_path / 'zk')!r}, tick_time_ms=500).start()\n"
+        "print(s.pid, flush=True)\n"
+        # exits without stop(): the atexit guard must kill the JVM
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
