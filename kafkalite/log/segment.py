@@ -47,27 +47,19 @@ def parse_segment_name(file_name: str) -> int | None:
     return int(stem)
 
 
-def _write_all(fd: int, pieces: list) -> int:
-    """writev every piece; normally one syscall, loops only on a short write."""
-    total = 0
-    while pieces:
-        chunk = pieces[:_IOV_MAX]
-        expected = sum(len(p) for p in chunk)
-        written = os.writev(fd, chunk)
-        total += written
-        if written == expected:
-            pieces = pieces[_IOV_MAX:]
-            continue
-        # Short write: drop what went out and retry the rest.
-        rest = []
-        for p in chunk:
-            if written >= len(p):
-                written -= len(p)
-                continue
-            rest.append(memoryview(p)[written:])
-            written = 0
-        pieces = rest + pieces[_IOV_MAX:]
-    return total
+def _write_all(fd: int, pieces: list, position: int, total_bytes: int) -> None:
+    """pwritev every piece at `position`: one syscall normally (explicit positions, so the
+    fd's own offset never matters after a truncation or reopen); loops only on a short
+    write or more pieces than IOV_MAX."""
+    written = os.pwritev(fd, pieces, position) if len(pieces) <= _IOV_MAX else 0
+    if written == total_bytes:
+        return
+    view = memoryview(b"".join(pieces))[written:]
+    position += written
+    while view:
+        n = os.pwrite(fd, view, position)
+        view = view[n:]
+        position += n
 
 
 class LogSegment:
@@ -148,8 +140,7 @@ class LogSegment:
         assert batches
         assert batches[0][0] >= self.next_offset
         position = self.size
-        written = _write_all(self._fd, pieces)
-        assert written == total_bytes
+        _write_all(self._fd, pieces, position, total_bytes)
         interval = self.config.index_interval_bytes
         for base, last, max_timestamp, size in batches:
             if max_timestamp > self.max_timestamp:

@@ -1,0 +1,188 @@
+"""LogManager: every partition log of this broker across its log.dirs. DESIGN.md section 3.
+
+Per log dir it owns recovery-point-offset-checkpoint, replication-offset-checkpoint (the
+HW of each partition in that dir) and the .kafkalite_cleanshutdown marker, which is
+removed when the dir is opened and written back by a clean `close`.
+
+Anything in a log dir that is not `<topic>-<partition>` (or our own checkpoint files) is
+left untouched: the manager never deletes data it does not understand.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from typing import Callable, Mapping
+
+from kafkalite.log import checkpoint
+from kafkalite.log.config import LogConfig
+from kafkalite.log.errors import LogDirError
+from kafkalite.log.log import Log, parse_partition_dir_name
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafkalite_cleanshutdown"
+_DELETE_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], config: LogConfig,
+                 topic_configs: Callable[[str], LogConfig | None] | Mapping[str, LogConfig] | None = None) -> None:
+        assert log_dirs, "at least one log dir"
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        assert len(set(self.log_dirs)) == len(self.log_dirs), "log dirs must be distinct"
+        self.config = config
+        self._topic_configs = topic_configs
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+
+    def config_for(self, topic: str) -> LogConfig:
+        found = None
+        if callable(self._topic_configs):
+            found = self._topic_configs(topic)
+        elif self._topic_configs is not None:
+            found = self._topic_configs.get(topic)
+        return found if found is not None else self.config
+
+    # ------------------------------------------------------------------ start-up
+
+    def open_all(self, now_ms: int | None = None) -> None:
+        """Open every log in every dir, recovering after an unclean stop. A dir that cannot
+        be read or holds the same partition twice raises LogDirError naming it."""
+        for log_dir in self.log_dirs:
+            self._open_dir(log_dir, now_ms)
+
+    def _open_dir(self, log_dir: str, now_ms: int | None) -> None:
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+            names = sorted(os.listdir(log_dir))
+        except OSError as e:
+            raise LogDirError(f"cannot read log dir {log_dir}: {e}") from e
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        try:
+            recovery_points = checkpoint.read_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT))
+        except checkpoint.CheckpointError as e:
+            log.warning("%s; recovering every log in %s from offset 0", e, log_dir)
+            recovery_points, clean = {}, False
+        for name in names:
+            path = os.path.join(log_dir, name)
+            if name.endswith(_DELETE_SUFFIX) and os.path.isdir(path) and _is_our_deleted_dir(name):
+                shutil.rmtree(path, ignore_errors=True)  # a delete_log interrupted by a crash
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None or not os.path.isdir(path):
+                continue
+            if parsed in self._logs:
+                raise LogDirError(f"partition {parsed[0]}-{parsed[1]} is in both {self._dir_of[parsed]} and {log_dir}")
+            self._logs[parsed] = Log.open(
+                path, self.config_for(parsed[0]), recovery_point=recovery_points.get(parsed, 0),
+                clean_shutdown=clean, now_ms=now_ms,
+            )
+            self._dir_of[parsed] = log_dir
+        if clean:
+            # Removed only after every log opened: a crash from here on must recover.
+            os.remove(marker)
+            checkpoint.fsync_dir(log_dir)
+
+    # ------------------------------------------------------------------ partitions
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
+                      now_ms: int | None = None) -> Log:
+        """The partition's log, creating it in the log dir holding the fewest partitions."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        assert topic and "/" not in topic and topic not in (".", "..")
+        assert partition >= 0
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        created = Log.open(path, config or self.config_for(topic), clean_shutdown=True, now_ms=now_ms)
+        checkpoint.fsync_dir(log_dir)
+        self._logs[key] = created
+        self._dir_of[key] = log_dir
+        return created
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close and remove a partition's log. The dir is first renamed to
+        `<name>.<uuid>-delete` so a crash mid-delete never leaves a half log that loads."""
+        key = (topic, partition)
+        removed = self._logs.pop(key, None)
+        if removed is None:
+            return False
+        log_dir = self._dir_of.pop(key)
+        removed.close()
+        doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+        os.rename(removed.dir, doomed)
+        checkpoint.fsync_dir(log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _by_dir(self, offsets: Mapping[TopicPartition, int]) -> dict[str, dict[TopicPartition, int]]:
+        grouped: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for key, offset in offsets.items():
+            log_dir = self._dir_of.get(key)
+            if log_dir is not None:
+                grouped[log_dir][key] = offset
+        return grouped
+
+    def checkpoint_recovery_points(self) -> None:
+        points = {key: lg.recovery_point for key, lg in self._logs.items()}
+        for log_dir, entries in self._by_dir(points).items():
+            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT), entries)
+
+    def write_hw_checkpoint(self, hws: Mapping[TopicPartition, int]) -> None:
+        """replication-offset-checkpoint per dir; partitions without a log here are skipped."""
+        for log_dir, entries in self._by_dir(hws).items():
+            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.REPLICATION_OFFSET_CHECKPOINT), entries)
+
+    def read_hw_checkpoint(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            result.update(checkpoint.read_offsets(os.path.join(log_dir, checkpoint.REPLICATION_OFFSET_CHECKPOINT)))
+        return result
+
+    # ------------------------------------------------------------------ shutdown
+
+    def flush_all(self) -> None:
+        for lg in self._logs.values():
+            lg.flush()
+
+    def close(self) -> None:
+        """Clean shutdown: flush every log, checkpoint recovery points, close the logs and
+        write the clean-shutdown marker in each dir (last, so a crash before it recovers)."""
+        self.flush_all()
+        self.checkpoint_recovery_points()
+        for lg in self._logs.values():
+            lg.close()
+        for log_dir in self.log_dirs:
+            checkpoint.write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+        self._logs.clear()
+        self._dir_of.clear()
+
+
+def _is_our_deleted_dir(name: str) -> bool:
+    """`<topic>-<partition>.<32 hex>-delete`, as written by delete_log."""
+    stem = name[: -len(_DELETE_SUFFIX)]
+    head, dot, hex_id = stem.rpartition(".")
+    return bool(dot) and len(hex_id) == 32 and all(c in "0123456789abcdef" for c in hex_id) \
+        and parse_partition_dir_name(head) is not None
