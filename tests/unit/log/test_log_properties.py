@@ -1,0 +1,218 @@
+"""Partition log properties: random append / roll / truncate / retention / restart
+sequences keep offsets contiguous and reads equal to what was appended."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.log.config import LogConfig
+from kafkalite.log.errors import OffsetMismatchError, OffsetOutOfRangeError
+from kafkalite.log.log import Log
+from kafkalite.log.records import decode_records, encode_batch, validate_batches
+
+CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=150, roll_ms=1000, retention_ms=-1)
+
+
+def read_all(log: Log, start: int, max_bytes: int = 300) -> list[tuple[int, bytes]]:
+    """(base offset, bytes) of every batch from `start` to the LEO via repeated reads."""
+    out = []
+    offset = start
+    while offset < log.log_end_offset:
+        data = log.read(offset, max_bytes)
+        assert data, f"empty read at {offset} below LEO {log.log_end_offset}"
+        for pos, header in validate_batches(data, from_client=False):
+            out.append((header.base_offset, data[pos : pos + header.size_bytes]))
+            offset = header.last_offset + 1
+    return out
+
+
+class Model:
+    def __init__(self):
+        self.batches: list[tuple[int, int, bytes]] = []  # (base, last, bytes)
+        self.start = 0
+        self.leo = 0
+
+    def check(self, log: Log) -> None:
+        assert log.log_end_offset == self.leo
+        assert log.log_start_offset == self.start
+        expected = [(b, data) for b, _, data in self.batches if b >= self.start]
+        assert read_all(log, self.start) == expected
+        # contiguous offsets
+        kept = [(b, l) for b, l, _ in self.batches if b >= self.start]
+        for (_, last), (base, _) in zip(kept, kept[1:]):
+            assert base == last + 1
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3), st.integers(1, 5)),
+        st.tuples(st.just("roll"), st.just(0), st.just(0)),
+        st.tuples(st.just("truncate"), st.integers(0, 100), st.just(0)),
+        st.tuples(st.just("retention"), st.integers(0, 2000), st.just(0)),
+        st.tuples(st.just("restart"), st.booleans(), st.just(0)),
+        st.tuples(st.just("epoch"), st.just(0), st.just(0)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops)
+def test_random_operations_keep_offsets_contiguous_and_reads_equal_appends(operations):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "prop-topic-0")
+        log = Log.open(path, CONFIG, now_ms=0)
+        model = Model()
+        now_ms = 0
+        epoch = 0
+        counter = 0
+        for op, a, b in operations:
+            now_ms += 10
+            if op == "append":
+                payload = b"".join(
+                    encode_batch([(None, b"v%d" % (counter + i), ())] * a, base_timestamp=now_ms)
+                    for i in range(b)
+                )
+                counter += b
+                result = log.append_as_leader(payload, epoch, now_ms)
+                assert result.first_offset == model.leo
+                assert result.record_count == a * b
+                pos = 0
+                stored = read_all(log, result.first_offset)
+                for base, data in stored:
+                    model.batches.append((base, base + a - 1, data))
+                    pos += len(data)
+                assert pos == len(payload)
+                model.leo = result.last_offset + 1
+            elif op == "roll":
+                now_ms += CONFIG.roll_ms
+                log.maybe_roll(now_ms)
+            elif op == "truncate":
+                target = model.start + a % (model.leo - model.start + 1)
+                log.truncate_to(target)
+                if target < model.leo:
+                    model.batches = [x for x in model.batches if x[1] < target]
+                    live = [x for x in model.batches if x[0] >= model.start]
+                    model.leo = live[-1][1] + 1 if live else model.start
+            elif op == "retention":
+                log.config = LogConfig(**{**CONFIG.__dict__, "retention_bytes": a})
+                log.delete_retained_segments(now_ms)
+                log.config = CONFIG
+                model.start = log.log_start_offset
+                assert all(s.base_offset <= model.leo for s in log.segments)
+            elif op == "restart":
+                recovery_point = log.recovery_point
+                if a:
+                    log.flush()
+                log.close()
+                log = Log.open(path, CONFIG, recovery_point=recovery_point,
+                               clean_shutdown=a, now_ms=now_ms)
+            elif op == "epoch":
+                epoch += 1
+            model.check(log)
+            entries = log.leader_epoch_cache.epoch_entries()
+            assert all(start <= model.leo for _, start in entries)
+        log.close()
+
+
+def test_read_semantics_min_one_max_offset_and_range(tmp_path):
+    log = Log.open(str(tmp_path / "r-0"), LogConfig(index_interval_bytes=0), now_ms=0)
+    big = encode_batch([(None, b"x" * 1000, ())] * 3, base_timestamp=1)
+    small = encode_batch([(None, b"y", ())], base_timestamp=2)
+    log.append_as_leader(big, 0, 1)  # offsets 0-2
+    log.append_as_leader(small, 0, 2)  # offset 3
+    log.append_as_leader(small, 0, 3)  # offset 4
+    assert len(log.read(1, 10)) == len(big)  # min_one: the whole batch holding offset 1
+    assert log.read(1, 10, min_one=False) == b""
+    assert [h.base_offset for _, h in validate_batches(log.read(0, 10_000), from_client=False)] == [0, 3, 4]
+    assert [h.base_offset for _, h in validate_batches(log.read(0, 10_000, max_offset=4), from_client=False)] == [0, 3]
+    assert log.read(3, 10_000, max_offset=3) == b""
+    assert log.read(5, 100) == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(6, 100)
+    log.close()
+
+
+def test_truncate_inside_a_batch_drops_the_whole_batch(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), CONFIG, now_ms=0)
+    log.append_as_leader(encode_batch([(None, b"a", ())] * 3, base_timestamp=1), 0, 1)
+    log.append_as_leader(encode_batch([(None, b"b", ())] * 3, base_timestamp=1), 1, 1)
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0), (1, 3)]
+    log.truncate_to(4)
+    assert log.log_end_offset == 3
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0)]
+    log.close()
+
+
+def test_follower_append_keeps_offsets_and_learns_epochs(tmp_path):
+    log = Log.open(str(tmp_path / "f-0"), CONFIG, now_ms=0)
+    batch = encode_batch([(None, b"a", ())] * 2, base_offset=0, partition_leader_epoch=3, base_timestamp=1)
+    later = encode_batch([(None, b"b", ())], base_offset=2, partition_leader_epoch=5, base_timestamp=1)
+    result = log.append_as_follower(batch + later)
+    assert (result.first_offset, result.last_offset) == (0, 2)
+    assert log.read(0, 10_000) == batch + later  # byte-identical
+    assert log.leader_epoch_cache.epoch_entries() == [(3, 0), (5, 2)]
+    with pytest.raises(OffsetMismatchError):
+        log.append_as_follower(encode_batch([(None, b"c", ())], base_offset=7, base_timestamp=1))
+    log.close()
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = Log.open(str(tmp_path / "ts-0"), CONFIG, now_ms=0)
+    for i in range(20):
+        log.append_as_leader(encode_batch([(None, b"v", ())] * 2, timestamps=[100 * i, 100 * i + 50]), 0, 0)
+    assert log.offset_for_timestamp(0) == (0, 0)
+    assert log.offset_for_timestamp(510) == (11, 550)
+    assert log.offset_for_timestamp(600) == (12, 600)
+    assert log.offset_for_timestamp(10_000) is None
+    log.close()
+
+
+def test_retention_by_time_never_deletes_active_segment(tmp_path):
+    config = LogConfig(segment_bytes=300, retention_ms=1000)
+    log = Log.open(str(tmp_path / "ret-0"), config, now_ms=0)
+    for i in range(10):
+        log.append_as_leader(encode_batch([(None, b"x" * 50, ())], base_timestamp=i), 0, i)
+    segments = len(log.segments)
+    assert segments > 2
+    assert log.delete_retained_segments(now_ms=500) == 0
+    assert log.delete_retained_segments(now_ms=10_000) == segments - 1
+    assert log.log_start_offset == log.segments[0].base_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    log.close()
+
+
+def test_flush_policy(tmp_path):
+    config = LogConfig(flush_interval_messages=3, flush_interval_ms=1000)
+    log = Log.open(str(tmp_path / "fl-0"), config, now_ms=0)
+    assert not log.needs_flush(0)
+    log.append_as_leader(encode_batch([(None, b"x", ())] * 2, base_timestamp=1), 0, 1)
+    assert not log.needs_flush(1)
+    assert log.needs_flush(1000)
+    log.append_as_leader(encode_batch([(None, b"x", ())], base_timestamp=1), 0, 2)
+    assert log.needs_flush(2)
+    log.flush(now_ms=2)
+    assert not log.needs_flush(3)
+    assert log.recovery_point == log.log_end_offset
+    log.close()
+
+
+def test_truncate_fully_and_start_at(tmp_path):
+    log = Log.open(str(tmp_path / "full-0"), CONFIG, now_ms=0)
+    log.append_as_leader(encode_batch([(None, b"x", ())] * 5, base_timestamp=1), 2, 1)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert log.leader_epoch_cache.epoch_entries() == []
+    result = log.append_as_leader(encode_batch([(None, b"y", ())], base_timestamp=1), 3, 1)
+    assert result.first_offset == 100
+    log.close()
+    reopened = Log.open(str(tmp_path / "full-0"), CONFIG, now_ms=0)
+    assert [r.offset for r in decode_records(reopened.read(100, 1000))] == [100]
+    reopened.close()
