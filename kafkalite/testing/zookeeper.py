@@ -277,14 +277,20 @@ class ZooKeeperServer:
             (self.data_dir / "myid").write_text(f"{self.quorum.myid}\n")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
-        self._process = subprocess.Popen(
-            [java, JAVA_HEAP_ARG, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            cwd=self.data_dir,
-            start_new_session=True,
-        )
+        try:
+            self._process = subprocess.Popen(
+                [java, JAVA_HEAP_ARG, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                # Its own session: a Ctrl-C aimed at the parent's process group misses it.
+                start_new_session=True,
+            )
+        except OSError as e:
+            self._log_file.close()
+            self._log_file = None
+            raise ZooKeeperUnavailableError(f"cannot run {java}: {e}") from e
         _track(self._process)
 
     def wait_until_serving(self, timeout_s: float = START_TIMEOUT_S) -> None:
