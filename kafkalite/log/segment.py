@@ -137,21 +137,23 @@ class LogSegment:
     def append(self, pieces: list, batches: list[tuple[int, int, int, int]], total_bytes: int) -> None:
         """Write `pieces` (the bytes of whole batches) with one writev and index them.
         `batches` holds (base offset, last offset, max timestamp, size) per batch in order."""
-        assert batches
         assert batches[0][0] >= self.next_offset
         position = self.size
         _write_all(self._fd, pieces, position, total_bytes)
         interval = self.config.index_interval_bytes
-        for base, last, max_timestamp, size in batches:
-            if max_timestamp > self.max_timestamp:
-                self.max_timestamp = max_timestamp
+        max_timestamp = self.max_timestamp
+        since_index = self.bytes_since_index_entry
+        for base, _, batch_max_timestamp, size in batches:
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = self.max_timestamp = batch_max_timestamp
                 self.offset_of_max_timestamp = base
-            if self.bytes_since_index_entry >= interval:
+            if since_index >= interval:
                 self.offset_index.append(base, position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_index_entry = 0
+                self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp)
+                since_index = 0
             position += size
-            self.bytes_since_index_entry += size
+            since_index += size
+        self.bytes_since_index_entry = since_index
         self.size = position
         self.next_offset = batches[-1][1] + 1
         if self.rolling_timestamp_ms is None:
