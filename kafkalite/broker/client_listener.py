@@ -1,0 +1,160 @@
+"""The Kafka-protocol listener: frames in, handlers run, responses out in request order.
+
+Requests on one connection are handled concurrently (a long-poll fetch does not block a
+metadata request behind it in the handler) but answered strictly in the order they came,
+as the protocol requires; at most `max.in.flight.requests.per.connection` are read ahead.
+
+Bad input never harms the broker: an oversized or garbled frame, an unknown API or version
+(except ApiVersions, answered in v0 format with UNSUPPORTED_VERSION as Kafka does) closes
+that one connection with a log line. A well-formed request whose handler fails with a
+programmer error is answered with UNKNOWN_SERVER_ERROR and logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from kafkalite.protocol.codec import (
+    RequestHeader,
+    decode_request,
+    encode_api_versions_unsupported,
+    encode_response_parts,
+    error_response,
+)
+from kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaliteError, UnsupportedVersionError
+from kafkalite.protocol.schema import ApiKey
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">i")
+
+
+class ClientListener:
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.apis = broker.kafka_apis
+        self.frame_bytes_max = broker.settings["socket.request.max.bytes"]
+        self.in_flight_max = broker.settings["max.in.flight.requests.per.connection"]
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[asyncio.Task] = set()
+        self.connections = 0
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        for t in list(self._conns):
+            try:
+                await t
+            except BaseException:
+                pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        self.connections += 1
+        peer = writer.get_extra_info("peername")
+        responses: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(maxsize=self.in_flight_max)
+        sender = asyncio.create_task(self._send_loop(responses, writer))
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except asyncio.IncompleteReadError:
+                    break
+                (size,) = _LEN.unpack(head)
+                if size < 0 or size > self.frame_bytes_max:
+                    log.warning("closing %s: request frame of %d bytes exceeds socket.request.max.bytes=%d", peer, size, self.frame_bytes_max)
+                    break
+                try:
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    log.info("closing %s: connection ended inside a frame", peer)
+                    break
+                job = self._decode_and_dispatch(frame, peer)
+                if job is None:
+                    break
+                await responses.put(job)
+                if sender.done():
+                    break
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            try:
+                responses.put_nowait(None)
+            except asyncio.QueueFull:
+                sender.cancel()
+            try:
+                await asyncio.wait_for(sender, 5)
+            except BaseException:
+                sender.cancel()
+            writer.close()
+            self.connections -= 1
+            self._conns.discard(task)
+
+    def _decode_and_dispatch(self, frame: bytes, peer: Any) -> asyncio.Task | None:
+        """Start handling one request; None means: close the connection."""
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as e:
+            hdr = getattr(e, "header", None)
+            if hdr is not None and hdr.api_key == ApiKey.API_VERSIONS:
+                return _done(encode_api_versions_unsupported(hdr))
+            log.warning("closing %s: unsupported request (%s)", peer, e)
+            return None
+        except KafkaliteError as e:
+            log.warning("closing %s: malformed request (%s)", peer, e)
+            return None
+        self.broker.metrics.request(ApiKey(header.api_key).name)
+        return asyncio.create_task(self._handle(header, body))
+
+    async def _handle(self, header: RequestHeader, body: dict) -> list | None:
+        try:
+            resp = await self.apis.handle(header, body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a bug answers UNKNOWN_SERVER_ERROR, the broker lives
+            log.exception("handler of %s v%d failed", ApiKey(header.api_key).name, header.api_version)
+            return [error_response(header, body, int(ErrorCode.UNKNOWN_SERVER_ERROR))]
+        if resp is None:
+            if header.api_key == ApiKey.PRODUCE:
+                return None  # acks=0: no response at all
+            return [error_response(header, body, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))]
+        return encode_response_parts(header, resp)
+
+    async def _send_loop(self, responses: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        while True:
+            job = await responses.get()
+            if job is None:
+                return
+            try:
+                parts = await job
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("response failed")
+                writer.close()
+                return
+            if parts:
+                writer.writelines(parts)
+                await writer.drain()
+
+
+def _done(data: bytes) -> asyncio.Task:
+    async def ready() -> list:
+        return [data]
+
+    return asyncio.create_task(ready())
+
+
+__all__ = ["ClientListener", "InvalidRequestError"]

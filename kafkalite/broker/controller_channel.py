@@ -1,0 +1,155 @@
+"""Controller -> broker requests: one ordered sender per broker, batched (seed section A).
+
+LeaderAndIsr, StopReplica and UpdateMetadata queued for a broker while a send is in flight
+are merged into the next request of their kind, so one event that touches 10,000
+partitions costs one request per broker, not 10,000. Sends retry while the broker stays
+registered with the same epoch; a broker that left or re-registered gets nothing stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from kafkalite.rpc.transport import RpcClient, RpcError
+
+log = logging.getLogger(__name__)
+
+SEND_RETRIES_MAX = 20
+SEND_BACKOFF_S = 0.1
+
+
+class BrokerSender:
+    def __init__(self, broker_id: int, broker_epoch: int, client: RpcClient, timeout_ms: int, on_response: Callable[[int, str, dict[str, Any]], None]):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.client = client
+        self.timeout_ms = timeout_ms
+        self.on_response = on_response
+        self._queue: list[tuple[str, dict[str, Any], asyncio.Future | None]] = []
+        self._event = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name=f"controller-sender-{broker_id}")
+
+    def enqueue(self, api: str, body: dict[str, Any], future: asyncio.Future | None = None) -> None:
+        body = dict(body)
+        body["broker_epoch"] = self.broker_epoch
+        self._queue.append((api, body, future))
+        self._event.set()
+
+    def _take_batch(self) -> tuple[str, dict[str, Any], list[asyncio.Future]]:
+        """The next request: the head of the queue merged with same-kind followers."""
+        api, body, fut = self._queue.pop(0)
+        futures = [fut] if fut is not None else []
+        while self._queue and self._queue[0][0] == api and _mergeable(api, body, self._queue[0][1]):
+            _, nxt, f2 = self._queue.pop(0)
+            body = _merge(api, body, nxt)
+            if f2 is not None:
+                futures.append(f2)
+        return api, body, futures
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._event.clear()
+                await self._event.wait()
+                continue
+            api, body, futures = self._take_batch()
+            result: Any = None
+            for attempt in range(SEND_RETRIES_MAX):
+                try:
+                    header, _ = await self.client.call(api, body, timeout_ms=self.timeout_ms)
+                    result = dict(header)
+                    break
+                except RpcError as e:
+                    result = e
+                    log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, attempt + 1, e)
+                    await asyncio.sleep(min(SEND_BACKOFF_S * (attempt + 1), 1.0))
+            for f in futures:
+                if not f.done():
+                    if isinstance(result, Exception):
+                        f.set_exception(result)
+                    else:
+                        f.set_result(result)
+            if isinstance(result, dict):
+                self.on_response(self.broker_id, api, result)
+            else:
+                log.warning("%s to broker %d given up after %d attempts: %s", api, self.broker_id, SEND_RETRIES_MAX, result)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except BaseException:
+            pass
+        for _, _, f in self._queue:
+            if f is not None and not f.done():
+                f.set_exception(RpcError("controller channel closed"))
+        await self.client.close()
+
+
+def _mergeable(api: str, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("controller_epoch") != b.get("controller_epoch"):
+        return False
+    if api == "StopReplica":
+        return a.get("delete") == b.get("delete")
+    if api == "UpdateMetadata":
+        return not b.get("full")
+    if api == "LeaderAndIsr":
+        return not b.get("init") and not a.get("init")
+    return False
+
+
+def _merge(api: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    if api == "LeaderAndIsr":
+        by_tp = {(w[0], w[1]): w for w in a["partitions"]}
+        for w in b["partitions"]:
+            by_tp[(w[0], w[1])] = w
+        out["partitions"] = list(by_tp.values())
+        out["topic_configs"] = {**a.get("topic_configs", {}), **b.get("topic_configs", {})}
+    elif api == "StopReplica":
+        out["partitions"] = a["partitions"] + b["partitions"]
+    elif api == "UpdateMetadata":
+        parts = {t: dict(ps) for t, ps in a.get("partitions", {}).items()}
+        for t, ps in b.get("partitions", {}).items():
+            parts.setdefault(t, {}).update(ps)
+        deleted = list(a.get("deleted_topics", [])) + list(b.get("deleted_topics", []))
+        for t in b.get("deleted_topics", []):
+            parts.pop(t, None)
+        out.update(brokers=b["brokers"], controller_id=b["controller_id"], partitions=parts, deleted_topics=deleted,
+                   topic_configs={**a.get("topic_configs", {}), **b.get("topic_configs", {})})
+    return out
+
+
+class ControllerChannel:
+    def __init__(self, sender_id: int, timeout_ms: int, on_response: Callable[[int, str, dict[str, Any]], None]):
+        self.sender_id = sender_id
+        self.timeout_ms = timeout_ms
+        self.on_response = on_response
+        self.senders: dict[int, BrokerSender] = {}
+
+    def add_broker(self, broker_id: int, broker_epoch: int, host: str, port: int) -> None:
+        old = self.senders.get(broker_id)
+        if old is not None and old.broker_epoch == broker_epoch:
+            return
+        if old is not None:
+            asyncio.create_task(old.close())
+        self.senders[broker_id] = BrokerSender(broker_id, broker_epoch, RpcClient(host, port, sender=self.sender_id), self.timeout_ms, self.on_response)
+
+    def remove_broker(self, broker_id: int) -> None:
+        old = self.senders.pop(broker_id, None)
+        if old is not None:
+            asyncio.create_task(old.close())
+
+    def send(self, broker_id: int, api: str, body: dict[str, Any], future: asyncio.Future | None = None) -> bool:
+        sender = self.senders.get(broker_id)
+        if sender is None:
+            return False
+        sender.enqueue(api, body, future)
+        return True
+
+    async def close(self) -> None:
+        for s in list(self.senders.values()):
+            await s.close()
+        self.senders.clear()

@@ -1,0 +1,41 @@
+"""The one table that maps every layer's operating errors to Kafka wire codes (STYLE habit 7).
+
+The protocol layer's KafkaliteError subclasses carry their code; the storage engine's and the
+core's typed errors are mapped here. Anything else is a programmer error: it is logged with
+its traceback by the caller and answered as UNKNOWN_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+from kafkalite.log import errors as log_errors
+from kafkalite.protocol.errors import ErrorCode, KafkaliteError, error_from_code
+
+_LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
+    log_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+    log_errors.InvalidRecordError: ErrorCode.INVALID_RECORD,
+    log_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+    log_errors.LogDirError: ErrorCode.KAFKA_STORAGE_ERROR,
+    log_errors.OffsetMismatchError: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def error_code_for(exc: BaseException) -> int:
+    if isinstance(exc, KafkaliteError):
+        return int(exc.code)
+    for cls in type(exc).__mro__:
+        code = _LOG_ERRORS.get(cls)
+        if code is not None:
+            return int(code)
+    code = getattr(exc, "code", None)  # the core's CoreError carries Kafka's number
+    if isinstance(code, int):
+        return int(code)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def is_operating_error(exc: BaseException) -> bool:
+    return error_code_for(exc) != ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def fail(code: int, message: str | None = None) -> KafkaliteError:
+    """The typed error for a code, ready to raise."""
+    return error_from_code(code, message)

@@ -1,0 +1,210 @@
+"""Follower side of replication: one fetcher task per source (leader) broker.
+
+Each task fetches many partitions in one ReplicaFetch (seed section G). A partition added
+after becoming follower first finds where its log diverges from the leader's by leader
+epoch (OffsetsForLeaderEpoch, KIP-101) and truncates only there; a DIVERGING_EPOCH answer in
+a fetch does the same. Followers append the leader's bytes unchanged and take
+HW = min(leader HW, own LEO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import Any, Callable
+
+from kafkalite.broker.partition import Partition
+from kafkalite.core.truncation import follower_truncation_offset
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.transport import RpcClient, RpcError
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+@dataclasses.dataclass
+class FetchState:
+    part: Partition
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class FetcherTask:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, manager: "FetcherManager", leader_id: int):
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[TP, FetchState] = {}
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
+
+    def add(self, part: Partition, leader_epoch: int) -> None:
+        self.partitions[part.tp] = FetchState(part, leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except BaseException:
+            pass
+
+    async def _run(self) -> None:
+        settings = self.manager.settings
+        backoff_s = settings["replica.fetch.backoff.ms"] / 1000
+        while True:
+            try:
+                if not self.partitions:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                client = self.manager.client_for(self.leader_id)
+                if client is None:
+                    await asyncio.sleep(backoff_s)
+                    continue
+                if any(s.truncating for s in self.partitions.values()):
+                    await self._truncate(client)
+                ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= time.monotonic()}
+                if not ready:
+                    await asyncio.sleep(backoff_s)
+                    continue
+                await self._fetch_once(client, ready)
+            except asyncio.CancelledError:
+                raise
+            except RpcError as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+                await asyncio.sleep(backoff_s)
+            except Exception:  # noqa: BLE001 - a bug must not kill replication silently forever
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(backoff_s)
+
+    async def _truncate(self, client: RpcClient) -> None:
+        """KIP-101: ask the leader where our latest epoch ends, truncate to the divergence."""
+        todo = {tp: s for tp, s in self.partitions.items() if s.truncating}
+        req = []
+        for tp, s in todo.items():
+            req.append([tp[0], tp[1], s.leader_epoch, s.part.log.leader_epoch_cache.latest_epoch])
+        header, _ = await client.call(
+            "OffsetsForLeaderEpoch", {"broker_epoch": self.manager.broker_epoch(), "partitions": req},
+            timeout_ms=self.manager.settings["request.timeout.ms"],
+        )
+        for topic, p, error, epoch, end_offset in header.get("partitions", []):
+            tp = (topic, int(p))
+            s = self.partitions.get(tp)
+            if s is None or s is not todo.get(tp):
+                continue
+            if error != 0:
+                self._on_partition_error(tp, s, error)
+                continue
+            part = s.part
+            cache = part.log.leader_epoch_cache
+            if epoch < 0:
+                # No epoch in common (empty leader log or none recorded): fall back to the HW.
+                target = min(part.hw, part.leo)
+            else:
+                target = follower_truncation_offset(cache.epoch_entries(), part.leo, (epoch, end_offset))
+            part.truncate_to(target)
+            s.truncating = False
+
+    async def _fetch_once(self, client: RpcClient, ready: dict[TP, FetchState]) -> None:
+        settings = self.manager.settings
+        req = []
+        for tp, s in ready.items():
+            req.append([tp[0], tp[1], s.part.leo, s.leader_epoch, s.part.log.leader_epoch_cache.latest_epoch])
+        header, payload = await client.call(
+            "ReplicaFetch",
+            {
+                "broker_epoch": self.manager.broker_epoch(),
+                "max_wait_ms": settings["replica.fetch.wait.max.ms"],
+                "min_bytes": settings["replica.fetch.min.bytes"],
+                "max_bytes": settings["replica.fetch.response.max.bytes"],
+                "partition_max_bytes": settings["replica.fetch.max.bytes"],
+                "partitions": req,
+            },
+            timeout_ms=settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"],
+        )
+        if header.get("error", 0) != 0:
+            raise RpcError(f"ReplicaFetch refused with error {header['error']}")
+        for entry in header.get("partitions", []):
+            topic, p, error, hw, log_start, leo, pos, size, div_epoch, div_end = entry
+            tp = (topic, int(p))
+            s = self.partitions.get(tp)
+            if s is None or s is not ready.get(tp):
+                continue  # removed or re-added while the fetch was in flight
+            part = s.part
+            if error != 0:
+                self._on_partition_error(tp, s, error, leader_log_start=log_start, leader_leo=leo)
+                continue
+            if div_epoch is not None and div_epoch >= -1:
+                target = follower_truncation_offset(part.log.leader_epoch_cache.epoch_entries(), part.leo, (div_epoch, div_end))
+                part.truncate_to(target)
+                continue
+            records = bytes(payload[pos : pos + size]) if size else b""
+            fetched_from = part.leo
+            part.append_as_follower(records, hw)
+            self.manager.on_fetched(tp, part.leo - fetched_from, max(leo - part.leo, 0))
+
+    def _on_partition_error(self, tp: TP, s: FetchState, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
+        part = s.part
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE and leader_log_start >= 0:
+            if part.leo < leader_log_start:
+                log.warning("%s: our LEO %d is below the leader's log start %d; restarting there", tp, part.leo, leader_log_start)
+                part.truncate_fully_and_start_at(leader_log_start)
+                return
+            if leader_leo >= 0 and part.leo > leader_leo:
+                # Should not happen with epoch-based truncation; re-run it rather than guess.
+                s.truncating = True
+                return
+        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            # Our view (or the leader's) is out of date: wait for LeaderAndIsr, retry slowly.
+            s.delayed_until = time.monotonic() + 1.0
+            return
+        s.delayed_until = time.monotonic() + self.manager.settings["replica.fetch.backoff.ms"] / 1000
+
+
+class FetcherManager:
+    def __init__(self, settings: dict[str, Any], client_for: Callable[[int], RpcClient | None], broker_epoch: Callable[[], int], metrics: Any):
+        self.settings = settings
+        self.client_for = client_for
+        self.broker_epoch = broker_epoch
+        self.metrics = metrics
+        self.fetchers: dict[int, FetcherTask] = {}
+        self._where: dict[TP, int] = {}
+
+    def has_partition(self, tp: TP) -> bool:
+        return tp in self._where
+
+    def add_partitions(self, items: list[tuple[Partition, int, int]]) -> None:
+        for part, leader_id, leader_epoch in items:
+            self.remove_partitions([part.tp])
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = FetcherTask(self, leader_id)
+            fetcher.add(part, leader_epoch)
+            self._where[part.tp] = leader_id
+
+    def remove_partitions(self, tps: list[TP]) -> None:
+        for tp in tps:
+            leader_id = self._where.pop(tp, None)
+            if leader_id is not None:
+                self.fetchers[leader_id].remove(tp)
+
+    def on_fetched(self, tp: TP, appended: int, lag: int) -> None:
+        self.metrics.replica_lag(tp, lag)
+
+    def lag_summary(self) -> dict[str, int]:
+        return {}
+
+    async def close(self) -> None:
+        for f in list(self.fetchers.values()):
+            await f.close()
+        self.fetchers.clear()
+        self._where.clear()

@@ -1,0 +1,116 @@
+"""Handlers of the inter-broker msgpack RPC (DESIGN.md section 4).
+
+Controller requests are fenced by controller epoch and broker epoch before anything is
+applied; requests for the controller role are queued onto its event loop; replica fetches
+answer with a small header and the raw batch bytes as payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kafkalite.broker.errors import error_code_for, is_operating_error
+from kafkalite.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class InterBrokerHandlers:
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.rm = broker.replica_manager
+
+    async def handle(self, header: dict[str, Any], payload: memoryview) -> tuple[dict[str, Any], bytes]:
+        api = header["api"]
+        fn = getattr(self, f"_{api}", None)
+        if fn is None:
+            log.warning("unknown inter-broker request %r from %s", api, header.get("sender"))
+            return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
+        try:
+            return await fn(header)
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("malformed %s from %s: %s", api, header.get("sender"), e)
+            return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
+        except Exception as e:  # noqa: BLE001 - typed errors carry their code
+            if not is_operating_error(e):
+                log.exception("%s from %s failed", api, header.get("sender"))
+            return {"error": error_code_for(e)}, b""
+
+    # -- controller -> broker -------------------------------------------------------------
+    async def _LeaderAndIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        for bid, (host, port) in (h.get("live_leaders") or {}).items():
+            self.broker.note_broker_address(int(bid), host, int(port))
+        return self.rm.handle_leader_and_isr(h), b""
+
+    async def _StopReplica(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        return self.rm.handle_stop_replica(h), b""
+
+    async def _UpdateMetadata(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        self.rm.check_controller(int(h["controller_epoch"]), h.get("broker_epoch"))
+        self.broker.metadata_cache.apply_update(h)
+        for b in self.broker.metadata_cache.brokers.values():
+            self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
+        for topic, cfg in (h.get("topic_configs") or {}).items():
+            self.rm.topic_configs[topic] = dict(cfg)
+        return {"error": 0}, b""
+
+    # -- broker -> controller -------------------------------------------------------------
+    async def _controller_call(self, kind: str, data: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        ctrl = self.broker.controller
+        if not ctrl.active:
+            return {"error": int(ErrorCode.NOT_CONTROLLER)}, b""
+        fut = asyncio.get_running_loop().create_future()
+        ctrl.enqueue(kind, data, fut)
+        return await fut, b""
+
+    async def _AlterIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        return await self._controller_call("alter_isr", h)
+
+    async def _ControlledShutdown(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        return await self._controller_call("controlled_shutdown", h)
+
+    async def _PreferredElection(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        return await self._controller_call("preferred_election", h.get("partitions"))
+
+    # -- follower -> leader ---------------------------------------------------------------
+    async def _ReplicaFetch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        replica_id = int(h["sender"])
+        cached = self.broker.metadata_cache.brokers.get(replica_id)
+        if cached is not None and h.get("broker_epoch", -1) < cached.epoch:
+            return {"error": int(ErrorCode.STALE_BROKER_EPOCH)}, b""
+        part_max = int(h.get("partition_max_bytes", 1 << 20))
+        reqs = [((t, int(p)), {"fetch_offset": int(off), "max_bytes": part_max, "current_leader_epoch": int(epoch),
+                               "last_fetched_epoch": int(last_epoch)})
+                for t, p, off, epoch, last_epoch in h["partitions"]]
+        results = await self.rm.fetch(reqs, replica_id=replica_id, max_wait_ms=int(h.get("max_wait_ms", 0)),
+                                      min_bytes=int(h.get("min_bytes", 1)), max_bytes=int(h.get("max_bytes", 10 << 20)))
+        chunks = []
+        pos = 0
+        out = []
+        for (t, p), r in results:
+            data = r["records"] or b""
+            out.append([t, p, r["error"], r["hw"], r["log_start"], r["leo"], pos, len(data),
+                        r.get("diverging_epoch"), r.get("diverging_end_offset")])
+            if data:
+                chunks.append(data)
+                pos += len(data)
+        return {"error": 0, "partitions": out}, b"".join(chunks)
+
+    async def _OffsetsForLeaderEpoch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        out = []
+        for t, p, current_epoch, requested_epoch in h["partitions"]:
+            part = self.rm.partitions.get((t, int(p)))
+            if part is None or not part.is_leader:
+                out.append([t, p, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1])
+            elif current_epoch < part.leader_epoch:
+                out.append([t, p, int(ErrorCode.FENCED_LEADER_EPOCH), -1, -1])
+            elif current_epoch > part.leader_epoch:
+                out.append([t, p, int(ErrorCode.UNKNOWN_LEADER_EPOCH), -1, -1])
+            elif requested_epoch < 0:
+                out.append([t, p, 0, -1, -1])
+            else:
+                epoch, end = part.log.leader_epoch_cache.end_offset_for(int(requested_epoch), part.leo)
+                out.append([t, p, 0, epoch, end])
+        return {"error": 0, "partitions": out}, b""

@@ -1,0 +1,374 @@
+"""Handlers of the Kafka client protocol: decoded request body in, response body out.
+
+Field names follow kafkalite.protocol.schema (Kafka's JSON schemas, snake_case). Only the
+transport (kafkalite.broker.client_listener) touches sockets; these functions only read
+and change broker state, awaiting where a request must wait (acks=all, long-poll fetch,
+topic creation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import Any
+
+from kafkalite.broker.errors import error_code_for, is_operating_error
+from kafkalite.config import ConfigError, validate_topic_config
+from kafkalite.core.placement import assign_replicas
+from kafkalite.protocol.codec import RequestHeader, api_versions_entries
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.schema import ApiKey
+from kafkalite.zk.codec import TopicAssignment
+from kafkalite.zk.errors import TopicAlreadyExistsError, ZkError
+
+log = logging.getLogger(__name__)
+
+TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+TOPIC_NAME_LEN_MAX = 249
+GROUP_APIS = {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
+              ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS,
+              ApiKey.DESCRIBE_GROUPS}
+
+
+def topic_name_error(name: Any) -> str | None:
+    """Kafka's topic name rules; None when the name is legal."""
+    if not isinstance(name, str) or not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > TOPIC_NAME_LEN_MAX:
+        return f"topic name is longer than {TOPIC_NAME_LEN_MAX} characters"
+    if not TOPIC_NAME_RE.match(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+class KafkaApis:
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.rm = broker.replica_manager
+        self.cache = broker.metadata_cache
+        self.settings = broker.settings
+
+    async def handle(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        key = header.api_key
+        if key in GROUP_APIS:
+            return None  # answered by the listener with COORDINATOR_NOT_AVAILABLE via error_response
+        handler = _HANDLERS[key]
+        return await handler(self, header, body)
+
+    # -- ApiVersions --------------------------------------------------------------------
+    async def api_versions(self, header: RequestHeader, body: dict) -> dict:
+        return {"error_code": 0, "api_keys": api_versions_entries(), "throttle_time_ms": 0}
+
+    # -- Metadata -----------------------------------------------------------------------
+    async def metadata(self, header: RequestHeader, body: dict) -> dict:
+        cache = self.cache
+        requested = body.get("topics")
+        names = sorted(cache.topics) if requested is None else [t["name"] for t in requested]
+        if requested is not None and self.settings["auto.create.topics.enable"] and body.get("allow_auto_topic_creation", True):
+            missing = [n for n in names if n not in cache.topics and topic_name_error(n) is None]
+            if missing:
+                await self._create_topics([(n, self.settings["num.partitions"], self.settings["default.replication.factor"], {}) for n in missing], 0)
+        topics = []
+        for name in names:
+            err = topic_name_error(name)
+            parts = cache.topics.get(name)
+            if err is not None:
+                topics.append({"error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION), "name": name, "partitions": []})
+                continue
+            if parts is None:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []})
+                continue
+            plist = []
+            for p, m in sorted(parts.items()):
+                live_isr = [b for b in m.isr]
+                plist.append({
+                    "error_code": 0 if m.leader >= 0 and m.leader in cache.brokers else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                    "partition_index": p, "leader_id": m.leader if m.leader in cache.brokers else -1,
+                    "leader_epoch": m.leader_epoch, "replica_nodes": list(m.replicas),
+                    "isr_nodes": live_isr, "offline_replicas": list(m.offline_replicas),
+                })
+            topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": plist})
+        brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(cache.brokers.values(), key=lambda b: b.id)]
+        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
+                "controller_id": cache.controller_id, "topics": topics}
+
+    # -- Produce ------------------------------------------------------------------------
+    async def produce(self, header: RequestHeader, body: dict) -> dict | None:
+        acks = body["acks"]
+        entries = []
+        order = []
+        bad: dict[tuple[str, int], int] = {}
+        for t in body["topic_data"]:
+            for pd in t["partition_data"]:
+                tp = (t["name"], pd["index"])
+                order.append(tp)
+                if acks not in (-1, 0, 1):
+                    bad[tp] = int(ErrorCode.INVALID_REQUIRED_ACKS)
+                elif body.get("transactional_id"):
+                    bad[tp] = int(ErrorCode.INVALID_REQUEST)  # transactions are not supported
+                elif topic_name_error(t["name"]) is not None:
+                    bad[tp] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+                else:
+                    entries.append((tp[0], tp[1], pd["records"]))
+        t0 = time.monotonic()
+        results = await self.rm.append_records(acks, body["timeout_ms"], entries) if entries else {}
+        self.broker.metrics.request_latency("Produce", time.monotonic() - t0)
+        if acks == 0:
+            return None
+        responses: dict[str, list] = {}
+        for tp in order:
+            r = results.get(tp)
+            if tp in bad:
+                pr = {"index": tp[1], "error_code": bad[tp], "base_offset": -1}
+            else:
+                pr = {"index": tp[1], "error_code": r["error"], "base_offset": r["base_offset"], "log_start_offset": r["log_start_offset"]}
+            pr["log_append_time_ms"] = -1
+            responses.setdefault(tp[0], []).append(pr)
+        return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()], "throttle_time_ms": 0}
+
+    # -- Fetch --------------------------------------------------------------------------
+    async def fetch(self, header: RequestHeader, body: dict) -> dict:
+        if body.get("replica_id", -1) >= 0:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "session_id": 0, "responses": []}
+        reqs = []
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                reqs.append(((t["topic"], p["partition"]), {
+                    "fetch_offset": p["fetch_offset"], "max_bytes": p["partition_max_bytes"],
+                    "current_leader_epoch": p.get("current_leader_epoch", -1),
+                }))
+        t0 = time.monotonic()
+        max_wait = min(max(body["max_wait_ms"], 0), 60_000)
+        results = await self.rm.fetch(reqs, replica_id=-1, max_wait_ms=max_wait, min_bytes=body["min_bytes"],
+                                      max_bytes=max(body.get("max_bytes", 2**31 - 1), 1))
+        self.broker.metrics.request_latency("Fetch", time.monotonic() - t0)
+        responses: dict[str, list] = {}
+        for (topic, p), r in results:
+            responses.setdefault(topic, []).append({
+                "partition_index": p, "error_code": r["error"], "high_watermark": r["hw"],
+                "last_stable_offset": r["hw"], "log_start_offset": r["log_start"],
+                "aborted_transactions": None, "preferred_read_replica": -1, "records": r["records"] or b"",
+            })
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()]}
+
+    # -- ListOffsets --------------------------------------------------------------------
+    async def list_offsets(self, header: RequestHeader, body: dict) -> dict:
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                parts.append(self._list_offset(t["name"], p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1)))
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offset(self, topic: str, p: int, ts: int, current_leader_epoch: int) -> dict:
+        out = {"partition_index": p, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        part = self.rm.partitions.get((topic, p))
+        if part is None:
+            out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if self.cache.partition(topic, p) is None else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return out
+        if not part.is_leader:
+            out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return out
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return out
+        if ts == -1 and part.hw < part.state.leader_epoch_start_offset:
+            # KIP-392: a new leader that does not yet know the true HW cannot answer "latest".
+            out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
+            return out
+        out["leader_epoch"] = part.leader_epoch
+        if ts == -2:
+            out["offset"] = part.log_start_offset
+        elif ts == -1:
+            out["offset"] = part.hw
+        else:
+            found = part.log.offset_for_timestamp(ts)
+            if found is not None and found[0] < part.hw:
+                out["offset"], out["timestamp"] = found
+            else:
+                out["offset"] = -1
+        return out
+
+    # -- OffsetForLeaderEpoch (clients, KIP-320) ----------------------------------------
+    async def offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
+                part = self.rm.partitions.get((t["topic"], p["partition"]))
+                if part is None or not part.is_leader:
+                    out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER if part is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif p.get("current_leader_epoch", -1) >= 0 and p["current_leader_epoch"] != part.leader_epoch:
+                    out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if p["current_leader_epoch"] < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                else:
+                    epoch, end = part.log.leader_epoch_cache.end_offset_for(p["leader_epoch"], part.leo)
+                    out["leader_epoch"], out["end_offset"] = epoch, end
+                parts.append(out)
+            topics.append({"topic": t["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # -- CreateTopics / DeleteTopics ----------------------------------------------------
+    async def create_topics(self, header: RequestHeader, body: dict) -> dict:
+        specs, results = [], {}
+        for t in body["topics"]:
+            name = t["name"]
+            err = topic_name_error(name)
+            if err is not None:
+                results[name] = (int(ErrorCode.INVALID_TOPIC_EXCEPTION), err)
+                continue
+            try:
+                cfg = validate_topic_config({c["name"]: c["value"] for c in t.get("configs", [])})
+            except ConfigError as e:
+                results[name] = (int(ErrorCode.INVALID_CONFIG), str(e))
+                continue
+            n = t["num_partitions"] if t["num_partitions"] != -1 else self.settings["num.partitions"]
+            rf = t["replication_factor"] if t["replication_factor"] != -1 else self.settings["default.replication.factor"]
+            manual = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments", [])}
+            specs.append((name, n, rf, cfg, manual))
+        if body.get("validate_only"):
+            for spec in specs:
+                results.setdefault(spec[0], self._validate_spec(spec))
+        else:
+            results.update(await self._create_topics(specs, body.get("timeout_ms", 60000)))
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "error_code": results.get(t["name"], (0, None))[0], "error_message": results.get(t["name"], (0, None))[1]}
+            for t in body["topics"]]}
+
+    def _validate_spec(self, spec) -> tuple[int, str | None]:
+        name, n, rf, _cfg, manual = (list(spec) + [{}])[:5]
+        live = sorted(self.cache.brokers)
+        if name in self.cache.topics:
+            return int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists"
+        if manual:
+            return 0, None
+        if n <= 0:
+            return int(ErrorCode.INVALID_PARTITIONS), f"number of partitions must be positive, got {n}"
+        if rf <= 0 or rf > len(live):
+            return int(ErrorCode.INVALID_REPLICATION_FACTOR), f"replication factor {rf} is not within 1..{len(live)} (live brokers)"
+        return 0, None
+
+    async def _create_topics(self, specs, timeout_ms: int) -> dict[str, tuple[int, str | None]]:
+        results: dict[str, tuple[int, str | None]] = {}
+        created = []
+        for spec in specs:
+            name, n, rf, cfg = spec[:4]
+            manual = spec[4] if len(spec) > 4 else {}
+            code, msg = self._validate_spec(spec)
+            if code:
+                results[name] = (code, msg)
+                continue
+            live = sorted(self.cache.brokers)
+            racks = {b: self.cache.brokers[b].rack for b in live}
+            try:
+                if manual:
+                    assignment = {int(p): list(r) for p, r in manual.items()}
+                else:
+                    import random
+
+                    assignment = assign_replicas(n, rf, live, racks, start_index=random.randrange(len(live)), replica_shift=random.randrange(len(live)))
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.broker.zk.create_topic_znode, name, TopicAssignment(partitions=assignment, config=cfg))
+                created.append((name, len(assignment)))
+                results[name] = (0, None)
+            except TopicAlreadyExistsError:
+                results[name] = (int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists")
+            except ZkError as e:
+                results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
+            except Exception as e:  # noqa: BLE001 - typed placement errors carry a code
+                if not is_operating_error(e):
+                    log.exception("create topic %s failed", name)
+                results[name] = (error_code_for(e), str(e))
+        deadline = time.monotonic() + timeout_ms / 1000
+        for name, n in created:
+            while time.monotonic() < deadline:
+                parts = self.cache.topics.get(name, {})
+                if len(parts) == n and all(m.leader >= 0 for m in parts.values()):
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                if timeout_ms > 0:
+                    results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), "topic created; leaders not yet elected")
+        return results
+
+    async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
+        out = []
+        waiting = []
+        loop = asyncio.get_running_loop()
+        for name in body["topic_names"]:
+            if topic_name_error(name) is not None:
+                out.append({"name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION)})
+            elif not self.settings["delete.topic.enable"]:
+                out.append({"name": name, "error_code": int(ErrorCode.TOPIC_DELETION_DISABLED)})
+            elif name not in self.cache.topics:
+                out.append({"name": name, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
+            else:
+                try:
+                    await loop.run_in_executor(None, self.broker.zk.mark_topic_for_deletion, name)
+                    out.append({"name": name, "error_code": 0})
+                    waiting.append(name)
+                except ZkError:
+                    out.append({"name": name, "error_code": int(ErrorCode.REQUEST_TIMED_OUT)})
+        deadline = time.monotonic() + body["timeout_ms"] / 1000
+        for name in waiting:
+            while name in self.cache.topics and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if name in self.cache.topics:
+                for r in out:
+                    if r["name"] == name:
+                        r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+        return {"throttle_time_ms": 0, "responses": out}
+
+    # -- InitProducerId -----------------------------------------------------------------
+    async def init_producer_id(self, header: RequestHeader, body: dict) -> dict:
+        if body.get("transactional_id"):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "producer_id": -1, "producer_epoch": -1}
+        try:
+            pid = await self.broker.next_producer_id()
+        except ZkError:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+
+    # -- DescribeConfigs ----------------------------------------------------------------
+    async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
+        results = []
+        for r in body["resources"]:
+            name = r["resource_name"]
+            configs = []
+            code = 0
+            if r["resource_type"] == 2:  # topic
+                if name not in self.cache.topics:
+                    code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    for k, v in sorted(self.cache.topic_configs.get(name, {}).items()):
+                        configs.append({"name": k, "value": v, "read_only": False, "is_default": False, "config_source": 1, "is_sensitive": False, "synonyms": []})
+            elif r["resource_type"] == 4:  # broker
+                for k, v in sorted(self.settings.items()):
+                    configs.append({"name": k, "value": ",".join(v) if isinstance(v, list) else str(v), "read_only": True, "is_default": False, "config_source": 4, "is_sensitive": False, "synonyms": []})
+            else:
+                code = int(ErrorCode.INVALID_REQUEST)
+            keys = r.get("configuration_keys")
+            if keys is not None:
+                configs = [c for c in configs if c["name"] in keys]
+            results.append({"error_code": code, "error_message": None, "resource_type": r["resource_type"], "resource_name": name, "configs": configs})
+        return {"throttle_time_ms": 0, "results": results}
+
+
+_HANDLERS = {
+    ApiKey.API_VERSIONS: KafkaApis.api_versions,
+    ApiKey.METADATA: KafkaApis.metadata,
+    ApiKey.PRODUCE: KafkaApis.produce,
+    ApiKey.FETCH: KafkaApis.fetch,
+    ApiKey.LIST_OFFSETS: KafkaApis.list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: KafkaApis.offset_for_leader_epoch,
+    ApiKey.CREATE_TOPICS: KafkaApis.create_topics,
+    ApiKey.DELETE_TOPICS: KafkaApis.delete_topics,
+    ApiKey.INIT_PRODUCER_ID: KafkaApis.init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: KafkaApis.describe_configs,
+}

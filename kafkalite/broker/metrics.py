@@ -1,0 +1,87 @@
+"""Prometheus metrics of one broker (served at /metrics by the admin HTTP listener).
+
+Counters and histograms are updated where things happen; gauges that describe state
+(under-replicated partitions, leader count, purgatory sizes, ...) are computed at scrape
+time from the broker, so they can never drift from the truth.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _StateCollector:
+    def __init__(self, broker: Any):
+        self.broker = broker
+
+    def collect(self):
+        b = self.broker
+        rm = b.replica_manager
+        leaders = [p for p in rm.partitions.values() if p.is_leader]
+        under = sum(1 for p in leaders if len(p.state.isr) < len(p.state.replicas))
+        under_min = sum(1 for p in leaders if len(p.state.isr) < rm.min_isr(p.topic))
+        yield _g("kafkalite_partitions", "partition replicas on this broker", len(rm.partitions))
+        yield _g("kafkalite_leader_partitions", "partitions led by this broker", len(leaders))
+        yield _g("kafkalite_under_replicated_partitions", "led partitions whose ISR is smaller than the replica set", under)
+        yield _g("kafkalite_under_min_isr_partitions", "led partitions whose ISR is below min.insync.replicas", under_min)
+        ctrl = b.controller
+        offline = ctrl.describe()["offline_partitions"] if ctrl.active else 0
+        yield _g("kafkalite_offline_partitions", "partitions without a live leader (controller only)", offline)
+        yield _g("kafkalite_purgatory_produce_size", "acks=all produce requests waiting", rm.delayed.produce_waiting)
+        yield _g("kafkalite_purgatory_fetch_size", "fetch requests waiting", rm.delayed.fetch_waiting)
+        yield _g("kafkalite_client_connections", "open client connections", b.client_listener.connections if b.client_listener else 0)
+        lag = GaugeMetricFamily("kafkalite_replica_fetcher_lag", "follower lag behind the leader's LEO, in messages", labels=["topic", "partition"])
+        for (t, p), v in sorted(b.metrics.lags.items()):
+            lag.add_metric([t, str(p)], v)
+        yield lag
+
+
+def _g(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.active_controller = Gauge("kafkalite_active_controller", "1 on the active controller", registry=r)
+        self.unclean_elections = Counter("kafkalite_unclean_leader_elections", "leaders elected outside the ISR", registry=r)
+        self.isr_shrinks = Counter("kafkalite_isr_shrinks", "ISR shrinks accepted by the controller", registry=r)
+        self.isr_expands = Counter("kafkalite_isr_expands", "ISR expansions accepted by the controller", registry=r)
+        self.requests = Counter("kafkalite_requests", "client requests by API", ["api"], registry=r)
+        self.latency = Histogram("kafkalite_request_latency_seconds", "request latency by API", ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
+        self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
+        self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
+        self.lags: dict[tuple[str, int], int] = {}
+
+    def attach(self, broker: Any) -> None:
+        self.registry.register(_StateCollector(broker))
+
+    def request(self, api: str) -> None:
+        self.requests.labels(api).inc()
+
+    def request_latency(self, api: str, seconds: float) -> None:
+        self.latency.labels(api).observe(seconds)
+
+    def messages_in(self, topic: str, count: int, size: int) -> None:
+        self.messages.labels(topic).inc(count)
+        self.bytes_in.labels(topic).inc(size)
+
+    def replica_lag(self, tp: tuple[str, int], lag: int) -> None:
+        self.lags[tp] = lag
+
+    def isr_change(self, delta: int) -> None:
+        (self.isr_expands if delta > 0 else self.isr_shrinks).inc()
+
+    def partitions_changed(self, rm: Any) -> None:
+        for tp in [tp for tp in self.lags if tp not in rm.partitions or rm.partitions[tp].is_leader]:
+            del self.lags[tp]
+
+    def controller_state(self, controller: Any) -> None:
+        pass

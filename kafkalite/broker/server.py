@@ -1,0 +1,436 @@
+"""One broker process: wires the log, ZooKeeper, replica manager, controller and listeners.
+
+Start-up follows seed section E: open local logs, read the assignments, delete local
+partitions no longer assigned here, start the listeners, register in ZooKeeper (the broker
+epoch is the registration's czxid), then take part in the controller election. Roles come
+only from the controller's LeaderAndIsr.
+
+kazoo runs its own thread: its watch callbacks and state changes only hop onto the event
+loop (call_soon_threadsafe) and enqueue; blocking ZooKeeper calls run in the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+import uuid
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.client_listener import ClientListener
+from kafkalite.broker.controller import Controller
+from kafkalite.broker.fetcher import FetcherManager
+from kafkalite.broker.inter_broker import InterBrokerHandlers
+from kafkalite.broker.kafka_apis import KafkaApis
+from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.config import BrokerConfig
+from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log_manager import LogManager
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
+from kafkalite.zk import paths
+from kafkalite.zk.client import ZkAdapter
+from kafkalite.zk.codec import BrokerRegistration
+from kafkalite.zk.errors import ZkError
+
+log = logging.getLogger(__name__)
+
+ALTER_ISR_LINGER_S = 0.02
+ALTER_ISR_RETRY_BACKOFF_S = 0.2
+
+
+def log_config_from(cfg: BrokerConfig) -> LogConfig:
+    flush_msgs = cfg["log.flush.interval.messages"]
+    flush_ms = cfg["log.flush.interval.ms"]
+    return LogConfig(
+        segment_bytes=cfg["log.segment.bytes"], roll_ms=cfg["log.roll.ms"],
+        index_interval_bytes=cfg["log.index.interval.bytes"], retention_ms=cfg["log.retention.ms"],
+        retention_bytes=cfg["log.retention.bytes"],
+        flush_interval_messages=None if flush_msgs == -1 else flush_msgs,
+        flush_interval_ms=None if flush_ms == -1 else flush_ms,
+    )
+
+
+class Broker:
+    def __init__(self, cfg: BrokerConfig):
+        self.cfg = cfg
+        self.settings: dict[str, Any] = cfg.as_dict()
+        self.broker_id = cfg.broker_id
+        self.metrics = BrokerMetrics()
+        self.metadata_cache = MetadataCache()
+        self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg))
+        self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
+        self.kazoo: KazooClient | None = None
+        self.zk: ZkAdapter = None  # type: ignore[assignment]
+        self.broker_epoch = -1
+        self.cluster_id: str | None = None
+        self.controller = Controller(self)
+        self.kafka_apis = KafkaApis(self)
+        self.client_listener: ClientListener | None = None
+        self.rpc_server: RpcServer | None = None
+        self.admin: AdminHttp | None = None
+        self.peers: dict[int, RpcClient] = {}
+        self.peer_addresses: dict[int, tuple[str, int]] = {}
+        self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics)
+        self.replica_manager.fetchers = self.fetchers
+        self.replica_manager.alter_isr_sink = self.enqueue_alter_isr
+        self._alter_isr_pending: dict[tuple[str, int], AlterIsrItem] = {}
+        self._alter_isr_in_flight: set[tuple[str, int]] = set()
+        self._alter_isr_wakeup: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._pid_block: tuple[int, int] | None = None
+        self._pid_next = 0
+        self._pid_lock: asyncio.Lock | None = None
+        self.stopping = False
+        self.stopped = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.metrics.attach(self)
+
+    # -- start-up -----------------------------------------------------------------------
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._alter_isr_wakeup = asyncio.Event()
+        self._pid_lock = asyncio.Lock()
+        t0 = time.monotonic()
+        await self.loop.run_in_executor(None, self.logs.open_all)
+        self.replica_manager.load_local_partitions()
+        await self._connect_zookeeper()
+        await self._delete_unassigned_partitions()
+        host, port = self.cfg.listener()
+        ib_host, ib_port = self.cfg.inter_broker_listener()
+        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
+        await self.rpc_server.start(ib_host, ib_port)
+        self.client_listener = ClientListener(self)
+        await self.client_listener.start(host, port)
+        ad_host, ad_port = self.cfg.admin_listener()
+        self.admin = AdminHttp(self)
+        await self.admin.start(ad_host, ad_port)
+        await self._register()
+        self.controller.start()
+        self._install_watches()
+        self._tasks += [
+            asyncio.create_task(self._alter_isr_loop(), name="alter-isr"),
+            asyncio.create_task(self._periodic(self._shrink_isr, self.settings["replica.lag.time.max.ms"] / 2000), name="isr-shrink"),
+            asyncio.create_task(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), name="hw-checkpoint"),
+            asyncio.create_task(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), name="retention"),
+            asyncio.create_task(self._periodic(self._flush, 1.0), name="flush"),
+        ]
+        log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
+                 self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
+
+    async def _connect_zookeeper(self) -> None:
+        timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000
+        self.kazoo = KazooClient(hosts=self.settings["zookeeper.connect"], timeout=timeout_s)
+        try:
+            await self.loop.run_in_executor(None, lambda: self.kazoo.start(timeout=15))
+        except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout type
+            raise SystemExit(f"cannot connect to ZooKeeper at {self.settings['zookeeper.connect']}: {e}") from None
+        self.kazoo.add_listener(self._on_zk_state)
+        self.zk = ZkAdapter(self.kazoo)
+        await self.loop.run_in_executor(None, self.zk.ensure_base_paths)
+        self.cluster_id = await self.loop.run_in_executor(None, self._cluster_id)
+
+    def _cluster_id(self) -> str:
+        path = "/cluster/id"
+        got = self.zk.get(path)
+        if got is None:
+            try:
+                self.kazoo.create(path, uuid.uuid4().hex[:22].encode(), makepath=True)
+            except Exception:  # noqa: BLE001 - another broker created it first
+                pass
+            got = self.zk.get(path)
+        return got[0].decode() if got else "kafkalite"
+
+    async def _delete_unassigned_partitions(self) -> None:
+        topics = await self.loop.run_in_executor(None, self.zk.get_topics)
+        assignments = await self.loop.run_in_executor(None, self.zk.get_topic_assignments, topics)
+        mine = {(t, p) for t, (a, _v) in assignments.items() for p, r in a.partitions.items() if self.broker_id in r}
+        gone = self.replica_manager.delete_unassigned(mine)
+        if gone:
+            log.info("deleted %d local partitions no longer assigned here: %s", len(gone), gone[:10])
+
+    async def _register(self) -> None:
+        host, port = self.cfg.advertised_listener()
+        _, ib_port = self.cfg.inter_broker_listener()
+        ib_host = self.cfg.inter_broker_listener()[0] or host
+        _, ad_port = self.cfg.admin_listener()
+        reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack)
+        if ib_host != host:
+            log.warning("inter-broker host %s differs from advertised host %s; peers use %s", ib_host, host, host)
+        self.broker_epoch = await self.loop.run_in_executor(None, self.zk.register_broker, reg)
+        self.replica_manager.broker_epoch = self.broker_epoch
+        log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
+
+    def _install_watches(self) -> None:
+        call = self.loop.call_soon_threadsafe
+        enqueue = self.controller.enqueue
+
+        def on_controller(data, stat):
+            if stat is None:
+                call(enqueue, "elect")
+            else:
+                call(self._on_controller_znode, data)
+
+        self.zk.watch_data(paths.controller_path(), on_controller)
+        self.zk.watch_children(paths.brokers_ids_path(), lambda children: call(enqueue, "broker_change"))
+        self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, "topic_change"))
+        self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, "topic_deletion") if children else None)
+        self.zk.watch_data(paths.preferred_replica_election_path(), lambda data, stat: call(enqueue, "preferred_election") if stat is not None else None)
+
+    def _on_controller_znode(self, data: bytes | None) -> None:
+        # Someone else holds /controller: if it is not us, make sure we are not acting as one.
+        if self.controller.active:
+            try:
+                import json
+
+                owner = json.loads(data.decode()).get("brokerid") if data else None
+            except (ValueError, AttributeError):
+                owner = None
+            if owner is not None and owner != self.broker_id:
+                self.controller.enqueue("resign")
+
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo thread: session lost means our ephemerals are gone (we may be a zombie)."""
+        if self.loop is None or self.stopping:
+            return
+        if state == KazooState.LOST:
+            self.loop.call_soon_threadsafe(self._on_session_lost)
+
+    def _on_session_lost(self) -> None:
+        log.warning("ZooKeeper session expired: resigning controller role and re-registering")
+        self.controller.enqueue("resign")
+        asyncio.create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        for _ in range(600):
+            if self.stopping:
+                return
+            try:
+                await self._register()
+                self.controller.enqueue("elect")
+                return
+            except ZkError as e:
+                log.info("re-registration failed (%s); retrying", e)
+            except Exception as e:  # noqa: BLE001 - kazoo's connection errors while reconnecting
+                log.info("re-registration failed (%s); retrying", e)
+            await asyncio.sleep(0.5)
+
+    # -- peers --------------------------------------------------------------------------
+    def note_broker_address(self, broker_id: int, host: str, port: int) -> None:
+        self.peer_addresses[broker_id] = (host, port)
+        client = self.peers.get(broker_id)
+        if client is not None:
+            client.retarget(host, port)
+
+    def peer_client(self, broker_id: int) -> RpcClient | None:
+        client = self.peers.get(broker_id)
+        if client is None:
+            addr = self.peer_addresses.get(broker_id)
+            info = self.metadata_cache.brokers.get(broker_id)
+            if info is not None:
+                addr = (info.host, info.inter_broker_port)
+            if addr is None:
+                return None
+            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id)
+        return client
+
+    # -- AlterIsr (KIP-497): batched, one change in flight per partition ------------------
+    def enqueue_alter_isr(self, item: AlterIsrItem) -> None:
+        tp = (item.topic, item.partition)
+        if tp in self._alter_isr_in_flight:
+            return
+        self._alter_isr_pending[tp] = item
+        assert self._alter_isr_wakeup is not None
+        self._alter_isr_wakeup.set()
+
+    async def _alter_isr_loop(self) -> None:
+        assert self._alter_isr_wakeup is not None
+        while True:
+            await self._alter_isr_wakeup.wait()
+            self._alter_isr_wakeup.clear()
+            await asyncio.sleep(ALTER_ISR_LINGER_S)
+            batch, self._alter_isr_pending = self._alter_isr_pending, {}
+            if not batch:
+                continue
+            self._alter_isr_in_flight |= set(batch)
+            try:
+                retry = await self._send_alter_isr(batch)
+            except Exception:  # noqa: BLE001
+                log.exception("AlterIsr send failed")
+                retry = list(batch.values())
+            finally:
+                self._alter_isr_in_flight -= set(batch)
+            if retry:
+                await asyncio.sleep(ALTER_ISR_RETRY_BACKOFF_S)
+                for item in retry:
+                    self._alter_isr_pending.setdefault((item.topic, item.partition), item)
+                self._alter_isr_wakeup.set()
+
+    async def _send_alter_isr(self, batch: dict[tuple[str, int], AlterIsrItem]) -> list[AlterIsrItem]:
+        controller_id = self.metadata_cache.controller_id
+        client = self.peer_client(controller_id) if controller_id >= 0 else None
+        if client is None:
+            return list(batch.values())
+        body = {
+            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
+            "partitions": [[i.topic, i.partition, i.leader_id, i.leader_epoch, list(i.new_isr), i.partition_epoch] for i in batch.values()],
+        }
+        self.metrics.alter_isr_sent.inc()
+        try:
+            header, _ = await client.call("AlterIsr", body, timeout_ms=self.settings["request.timeout.ms"])
+        except RpcError as e:
+            log.info("AlterIsr to controller %d failed: %s", controller_id, e)
+            return list(batch.values())
+        if header.get("error", 0) != 0:
+            log.info("AlterIsr refused by %d: error %s", controller_id, header["error"])
+            # NOT_CONTROLLER / STALE_BROKER_EPOCH: keep the pending change and retry.
+            return [i for i in batch.values() if self.replica_manager.on_alter_isr_response(i, int(header["error"]), None)]
+        retry = []
+        for topic, p, error, leader, leader_epoch, isr, partition_epoch in header.get("partitions", []):
+            item = batch.get((topic, int(p)))
+            if item is None:
+                continue
+            part = self.replica_manager.partitions.get((topic, int(p)))
+            new_state = None
+            if error == 0 and part is not None:
+                new_state = LeaderAndIsrState(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=partition_epoch,
+                                              replicas=part.state.replicas, controller_epoch=self.metadata_cache.controller_epoch)
+            if self.replica_manager.on_alter_isr_response(item, int(error), new_state):
+                retry.append(item)
+        return retry
+
+    # -- producer ids -------------------------------------------------------------------
+    async def next_producer_id(self) -> int:
+        assert self._pid_lock is not None
+        async with self._pid_lock:
+            if self._pid_block is None or self._pid_next > self._pid_block[1]:
+                self._pid_block = await self.loop.run_in_executor(None, self.zk.allocate_producer_id_block, self.broker_id, self.settings["producer.id.block.size"])
+                self._pid_next = self._pid_block[0]
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # -- periodic work ------------------------------------------------------------------
+    async def _periodic(self, fn, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                res = fn()
+                if asyncio.iscoroutine(res):
+                    await res
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def _shrink_isr(self) -> None:
+        for item in self.replica_manager.maybe_shrink_isr():
+            self.enqueue_alter_isr(item)
+
+    async def _checkpoint_hw(self) -> None:
+        snapshot = self.replica_manager.hw_checkpoint_snapshot()
+        await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, snapshot)
+
+    def _retention(self) -> None:
+        now = int(time.time() * 1000)
+        for plog in self.logs.logs().values():
+            plog.maybe_roll(now)
+            plog.delete_retained_segments(now)
+
+    async def _flush(self) -> None:
+        now = int(time.time() * 1000)
+        due = [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]
+        for plog in due:
+            await self.loop.run_in_executor(None, plog.flush)
+
+    # -- shutdown -----------------------------------------------------------------------
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move our leaderships away first (DESIGN.md section 6)."""
+        retries = self.settings["controlled.shutdown.max.retries"]
+        for attempt in range(retries):
+            controller_id = self.metadata_cache.controller_id
+            client = self.peer_client(controller_id) if controller_id >= 0 else None
+            if client is not None:
+                try:
+                    header, _ = await client.call("ControlledShutdown", {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+                                                  timeout_ms=self.settings["request.timeout.ms"])
+                    if header.get("error", 0) == 0 and not header.get("remaining_partitions"):
+                        log.info("controlled shutdown succeeded")
+                        return True
+                    log.info("controlled shutdown attempt %d: error %s, %d partitions still led", attempt + 1,
+                             header.get("error"), len(header.get("remaining_partitions") or []))
+                except RpcError as e:
+                    log.info("controlled shutdown attempt %d failed: %s", attempt + 1, e)
+            await asyncio.sleep(self.settings["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("controlled shutdown did not complete; stopping anyway")
+        return False
+
+    async def stop(self, *, controlled: bool) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        if controlled and self.settings["controlled.shutdown.enable"] and self.broker_epoch >= 0:
+            await self.controlled_shutdown()
+        await self.fetchers.close()
+        for t in self._tasks:
+            t.cancel()
+        await self.controller.close()
+        for component in (self.client_listener, self.rpc_server, self.admin):
+            if component is not None:
+                await component.close()
+        for client in self.peers.values():
+            await client.close()
+        try:
+            self.logs.write_hw_checkpoint(self.replica_manager.hw_checkpoint_snapshot())
+        except Exception:  # noqa: BLE001
+            log.exception("final HW checkpoint failed")
+        self.logs.close()
+        if self.kazoo is not None:
+            try:
+                await self.loop.run_in_executor(None, self.kazoo.stop)
+                await self.loop.run_in_executor(None, self.kazoo.close)
+            except Exception:  # noqa: BLE001
+                pass
+        log.info("broker %d stopped", self.broker_id)
+        self.stopped.set()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "pid": os.getpid(),
+            "controller": self.controller.describe() if self.controller.active else {"active": False, "controller_id": self.metadata_cache.controller_id},
+            "metadata": self.metadata_cache.snapshot(),
+            "partitions": self.replica_manager.state_summary(),
+        }
+
+
+async def run(cfg: BrokerConfig) -> int:
+    broker = Broker(cfg)
+    loop = asyncio.get_running_loop()
+    stop_kind: dict[str, bool] = {}
+
+    def on_signal(controlled: bool) -> None:
+        if not stop_kind:
+            stop_kind["controlled"] = controlled
+            asyncio.create_task(broker.stop(controlled=controlled))
+
+    loop.add_signal_handler(signal.SIGTERM, on_signal, True)
+    loop.add_signal_handler(signal.SIGINT, on_signal, True)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop(controlled=False)
+        raise
+    await broker.stopped.wait()
+    return 0
+
+
+__all__ = ["Broker", "run", "ErrorCode"]
