@@ -35,6 +35,10 @@ from kafkalite.log.records import (
     H_LEADER_EPOCH,
     H_MAX_TIMESTAMP,
     H_RECORD_COUNT,
+    H_ATTRIBUTES,
+    H_MAGIC,
+    MIN_BATCH_LENGTH,
+    CONTROL_MASK,
     BATCH_HEADER_SIZE,
     CRC_START,
     HEADER_STRUCT,
@@ -224,18 +228,37 @@ class Log:
         return AppendResult(first_offset, offset - 1, max_timestamp, len(scanned), record_count)
 
     def _append_one(self, batch: bytes, fields: tuple, leader_epoch: int, now_ms: int) -> AppendResult:
-        """append_as_leader for exactly one batch in a `bytes` object."""
-        records.check_header_fields(fields, 0)
+        """append_as_leader for exactly one batch in a `bytes` object: the same checks as
+        scan_batches + check_client_batch folded into one condition (the precise checkers
+        run only to raise the right error), and the roll check inlined."""
+        delta = fields[H_LAST_OFFSET_DELTA]
+        if (fields[H_BATCH_LENGTH] < MIN_BATCH_LENGTH or fields[H_MAGIC] != MAGIC or delta < 0
+                or fields[H_BASE_OFFSET] < 0 or fields[H_RECORD_COUNT] != delta + 1
+                or fields[H_ATTRIBUTES] & CONTROL_MASK):
+            records.check_header_fields(fields, 0)
+            records.check_client_batch(0, fields)
+            raise AssertionError("unreachable: the checkers above raise")
         body = batch[CRC_START:]
         if crc32c(body) != fields[H_CRC]:
             raise CorruptRecordError(f"batch at position 0 (base offset {fields[0]}) fails its CRC-32C check")
-        records.check_client_batch(0, fields)
         first_offset = self._leo
-        last_offset = first_offset + fields[H_LAST_OFFSET_DELTA]
+        last_offset = first_offset + delta
         max_timestamp = fields[H_MAX_TIMESTAMP]
+        size = len(batch)
+        segment = self._segments[-1]
+        started = segment.rolling_timestamp_ms
+        config = self.config
+        if (segment.size + size > config.segment_bytes
+                or (started is not None and now_ms - started >= config.roll_ms)
+                or len(segment.offset_index.keys) >= config.max_index_entries
+                or last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET):
+            if self._maybe_roll_for(size, last_offset, now_ms):
+                segment = self._segments[-1]
         prefix = PREFIX_STRUCT.pack(first_offset, fields[H_BATCH_LENGTH], leader_epoch, MAGIC, fields[H_CRC])
-        self._write([prefix, body], [(first_offset, last_offset, max_timestamp, len(batch))], len(batch), now_ms)
-        return AppendResult(first_offset, last_offset, max_timestamp, 1, fields[H_RECORD_COUNT])
+        segment.append_one(prefix, body, first_offset, last_offset, max_timestamp, size)
+        self._leo = last_offset + 1
+        self._unflushed_messages += delta + 1
+        return AppendResult(first_offset, last_offset, max_timestamp, 1, delta + 1)
 
     def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> AppendResult:
         """Append the leader's batches unchanged. The first must start at the LEO and
