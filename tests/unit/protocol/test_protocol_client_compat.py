@@ -23,6 +23,7 @@ from kafkalite.protocol.codec import RequestHeader
 from kafkalite.protocol.schema import REQUEST, RESPONSE, SCHEMAS, SUPPORTED_VERSIONS, ApiKey
 
 LIBRARIES = ("kafka.protocol.old", "aiokafka.protocol")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _library_classes() -> dict[tuple[str, int, str, int], type]:

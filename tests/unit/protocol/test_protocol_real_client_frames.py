@@ -14,17 +14,20 @@ from kafkalite.protocol.errors import ErrorCode, UnsupportedVersionError
 from kafkalite.protocol.framing import FrameDecoder
 from kafkalite.protocol.schema import ApiKey
 
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-from kafka.protocol.admin.topics import CreateTopicsRequest  # noqa: E402
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse  # noqa: E402
-from kafka.protocol.consumer.offsets import ListOffsetsRequest  # noqa: E402
-from kafka.protocol.metadata.api_versions import (  # noqa: E402
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-)
-from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse  # noqa: E402
-from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse  # noqa: E402
-from kafka.protocol.producer.transaction import InitProducerIdRequest  # noqa: E402
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+with warnings.catch_warnings():  # kafka-python's schema loader uses deprecated APIs
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.topics import CreateTopicsRequest
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+    from kafka.protocol.metadata.api_versions import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+    )
+    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+    from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 
 def _frame_of(request, correlation_id: int = 21) -> bytes:
