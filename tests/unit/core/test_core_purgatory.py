@@ -1,0 +1,166 @@
+"""Purgatory: complete exactly once, expire, bounded; DelayedProduce / DelayedFetch."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.core.codes import ErrorCode, PurgatoryFullError
+from kafkalite.core.purgatory import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchPartitionStatus,
+    FetchProbe,
+    ProducePartitionStatus,
+    Purgatory,
+)
+from kafkalite.core.replica_state import LeaderAndIsrState, PartitionReplicaState
+
+A, B = ("t", 0), ("t", 1)
+
+
+def test_add_completes_immediately_when_check_is_true():
+    purgatory = Purgatory()
+    assert purgatory.add("op", [A], 100, lambda: True) is True
+    assert purgatory.size == 0
+
+
+def test_check_and_complete_completes_once_and_removes_from_every_key():
+    purgatory = Purgatory()
+    ready = {"flag": False}
+    assert purgatory.add("op", [A, B], 100, lambda: ready["flag"]) is False
+    assert purgatory.check_and_complete(A) == []
+    ready["flag"] = True
+    assert purgatory.check_and_complete(A) == ["op"]
+    assert purgatory.check_and_complete(B) == []  # gone from B too
+    assert purgatory.poll(1_000) == []  # and never expires
+    assert purgatory.size == 0
+    assert purgatory.next_deadline_ms is None
+
+
+def test_expiry_removes_from_every_key_and_never_completes_after():
+    purgatory = Purgatory()
+    purgatory.add("slow", [A, B], 100, lambda: False)
+    purgatory.add("later", [A], 200, lambda: False)
+    assert purgatory.next_deadline_ms == 100
+    assert purgatory.poll(99) == []
+    assert purgatory.poll(100) == ["slow"]
+    assert purgatory.next_deadline_ms == 200
+    assert "slow" not in purgatory
+    assert purgatory.check_and_complete(B) == []
+
+
+def test_bounded_size():
+    purgatory = Purgatory(size_max=2)
+    purgatory.add(1, [A], 10, lambda: False)
+    purgatory.add(2, [A], 10, lambda: False)
+    with pytest.raises(PurgatoryFullError):
+        purgatory.add(3, [A], 10, lambda: False)
+    with pytest.raises(ValueError):
+        purgatory.add(1, [A], 10, lambda: False)
+
+
+def test_cancel_and_force_complete():
+    purgatory = Purgatory()
+    purgatory.add(1, [A], 10, lambda: False)
+    purgatory.add(2, [A], 10, lambda: False)
+    assert purgatory.cancel(1) is True
+    assert purgatory.cancel(1) is False
+    assert purgatory.force_complete(2) is True
+    assert purgatory.force_complete(2) is False
+    assert purgatory.poll(100) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.integers(0, 3), st.integers(0, 50)),
+            st.tuples(st.just("ready"), st.integers(0, 3)),
+            st.tuples(st.just("poll"), st.integers(0, 60)),
+        ),
+        max_size=60,
+    )
+)
+def test_every_operation_ends_exactly_once(steps):
+    purgatory: Purgatory[int] = Purgatory()
+    ready: set[int] = set()
+    ended: list[int] = []
+    next_id = 0
+    now = 0
+    for step in steps:
+        if step[0] == "add":
+            key, deadline = step[1], now + step[2]
+            op_id = next_id
+            next_id += 1
+            if purgatory.add(op_id, [key, (key + 1) % 4], deadline, lambda k=key: k in ready):
+                ended.append(op_id)
+        elif step[0] == "ready":
+            ready.add(step[1])
+            ended.extend(purgatory.check_and_complete(step[1]))
+        else:
+            now += step[1]
+            ended.extend(purgatory.poll(now))
+        assert len(ended) == len(set(ended))
+    ended.extend(purgatory.poll(10**9))
+    assert sorted(ended) == list(range(next_id))
+    assert purgatory.size == 0
+
+
+# ----------------------------------------------------------------- DelayedProduce
+
+
+def leader(isr=(1, 2), leo=10, hw=0):
+    p = PartitionReplicaState("t", 0, 1)
+    p.become_leader(LeaderAndIsrState(1, 3, isr, 0, (1, 2)), leo, hw, 0)
+    return p
+
+
+def test_delayed_produce_completes_when_hw_passes_last_offset():
+    partition = leader()
+    produce = DelayedProduce({A: ProducePartitionStatus(last_offset=9, leader_epoch=3, min_insync_replicas=2)})
+    purgatory = Purgatory()
+    check = lambda: produce.try_complete({A: partition}.get)  # noqa: E731
+    assert purgatory.add("p", [A], 1_000, check) is False
+    partition.update_follower_fetch(2, 5, 10, 1)
+    assert purgatory.check_and_complete(A) == []
+    partition.update_follower_fetch(2, 10, 10, 2)
+    assert purgatory.check_and_complete(A) == ["p"]
+    assert produce.result() == {A: ErrorCode.NONE}
+
+
+def test_delayed_produce_fails_when_leadership_lost_or_epoch_changed():
+    partition = leader()
+    produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 2), B: ProducePartitionStatus(9, 2, 1)})
+    assert produce.try_complete({A: partition, B: partition}.get) is False  # B: epoch 2 != 3
+    assert produce.partitions[B].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    partition.become_follower(LeaderAndIsrState(2, 4, (2,), 1, (1, 2)), 5)
+    assert produce.try_complete({A: partition}.get) is True
+    assert produce.result() == {A: ErrorCode.NOT_LEADER_OR_FOLLOWER, B: ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+
+def test_delayed_produce_expiry_times_out_pending_partitions():
+    partition = leader(isr=(1,), leo=10, hw=10)
+    produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 1), B: ProducePartitionStatus(50, 3, 1)})
+    assert produce.try_complete({A: partition, B: partition}.get) is False
+    produce.on_expiration()
+    assert produce.result() == {A: ErrorCode.NONE, B: ErrorCode.REQUEST_TIMED_OUT}
+
+
+# ------------------------------------------------------------------- DelayedFetch
+
+
+def test_delayed_fetch_min_bytes_and_leadership_change():
+    fetch = DelayedFetch({A: FetchPartitionStatus(5, 3), B: FetchPartitionStatus(0, -1)}, min_bytes=100)
+    probes = {A: FetchProbe(3, 10, 40), B: FetchProbe(7, 10, 50)}
+    assert fetch.try_complete(lambda key, offset: probes[key]) is False
+    probes[B] = FetchProbe(7, 12, 60)
+    assert fetch.try_complete(lambda key, offset: probes[key]) is True
+    fetch2 = DelayedFetch({A: FetchPartitionStatus(5, 3)}, min_bytes=100)
+    assert fetch2.try_complete(lambda key, offset: FetchProbe(4, 10, 0)) is True
+    assert fetch2.error_partitions == {A}
+    fetch3 = DelayedFetch({A: FetchPartitionStatus(5, 3)}, min_bytes=100)
+    assert fetch3.try_complete(lambda key, offset: None) is True
+    fetch4 = DelayedFetch({A: FetchPartitionStatus(50, 3)}, min_bytes=100)
+    assert fetch4.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is True  # truncated below
