@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +50,9 @@ def _library_classes() -> dict[tuple[str, int, str, int], type]:
     return found
 
 
-CLASSES = _library_classes()
+with warnings.catch_warnings():  # kafka-python's schema loader uses deprecated APIs
+    warnings.simplefilter("ignore", DeprecationWarning)
+    CLASSES = _library_classes()
 
 # Where a library's hand-written schema disagrees with Apache Kafka's JSON (we follow Kafka).
 LIBRARY_BUGS = {
