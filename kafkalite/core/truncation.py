@@ -116,8 +116,8 @@ def follower_truncation_state(
 
     The follower asked the leader about `latest_epoch(local_epoch_entries)` and got
     `leader_answer = (epoch, end_offset)`:
-    - end offset UNDEFINED: the leader knows no epoch that old; fall back to the HW
-      (`local_hw` is then required), as Kafka does;
+    - end offset UNDEFINED: the leader knows no such epoch; fall back to the HW as Kafka
+      does (to offset 0 when `local_hw` is not given);
     - epoch UNDEFINED (pre-epoch leader): truncate to min(end offset, LEO);
     - the follower knows the answered epoch: truncate to min(its own end offset for that
       epoch, the leader's end offset, LEO) — the first offset where the logs can differ;
@@ -128,9 +128,10 @@ def follower_truncation_state(
     assert local_leo >= 0
     if answer.end_offset == UNDEFINED_EPOCH_OFFSET:
         if local_hw is None:
-            raise ValueError("leader has no epoch end offset: local_hw is needed")
-        assert local_hw <= local_leo
-        return TruncationState(truncate_to=local_hw, completed=True)
+            # No HW given: truncate to the start, always safe (the follower refetches
+            # from the leader; the leader, not this follower, holds what is committed).
+            return TruncationState(truncate_to=0, completed=True)
+        return TruncationState(truncate_to=min(local_hw, local_leo), completed=True)
     if answer.epoch == UNDEFINED_EPOCH:
         return TruncationState(truncate_to=min(answer.end_offset, local_leo), completed=True)
     local = end_offset_for_epoch(local_epoch_entries, local_leo, answer.epoch)

@@ -129,6 +129,7 @@ def test_follower_truncation_undefined_answer_falls_back_to_hw():
     state = follower_truncation_state([(0, 0)], 8, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), local_hw=3)
     assert state.truncate_to == 3
     assert state.completed
+    assert follower_truncation_offset([(0, 0)], 8, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)) == 0
 
 
 def test_follower_truncation_never_beyond_own_leo():
