@@ -89,6 +89,8 @@ def _library_values(value, schema=None):
                     if not _is_tag_buffer(f)]
         element = getattr(schema, "array_of", None)
         return [_library_values(v, element) for v in value]
+    if value is None and "BitField" in getattr(schema, "__name__", type(schema).__name__):
+        return -(1 << 31)  # kafka-python reads Kafka's "not requested" (INT32_MIN) as None
     if isinstance(value, (set, frozenset)):  # kafka-python decodes int32 bit fields to sets
         mask = sum(1 << bit for bit in value)
         return mask - (1 << 32) if mask >= 1 << 31 else mask
