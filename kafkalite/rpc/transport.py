@@ -84,8 +84,13 @@ class RpcServer:
                 resp, resp_payload = {"error": -1}, b""
             resp["correlation_id"] = cid
             async with lock:
-                writer.writelines(encode_frame(resp, resp_payload))
-                await writer.drain()
+                if writer.is_closing():
+                    return  # the peer went away; nobody waits for this answer
+                try:
+                    writer.writelines(encode_frame(resp, resp_payload))
+                    await writer.drain()
+                except (ConnectionError, OSError, RuntimeError):
+                    writer.close()
 
         try:
             while True:

@@ -104,3 +104,61 @@ def zk_ensemble(tmp_path) -> Iterator[ZooKeeperEnsemble]:
         yield ensemble
     finally:
         ensemble.stop()
+
+
+# -- real broker clusters ------------------------------------------------------------------
+
+# Broker settings for tests: short enough that failures are noticed within seconds on a
+# loaded 2-core machine, long enough not to flap.
+TEST_BROKER_OVERRIDES = {
+    "zookeeper.session.timeout.ms": 3000,
+    "replica.lag.time.max.ms": 4000,
+    "replica.fetch.wait.max.ms": 200,
+    "controlled.shutdown.retry.backoff.ms": 200,
+    "leader.imbalance.check.interval.seconds": 3600,
+    "log.level": "INFO",
+}
+
+
+@pytest.fixture
+def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., "LocalCluster"]]:
+    """`make(brokers=3, overrides={...}, racks=None)` -> a started LocalCluster of real broker
+    processes on free loopback ports, sharing the session ZooKeeper under this test's chroot.
+    Every process it started is stopped after the test, pass or fail."""
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    clusters: list[LocalCluster] = []
+
+    def make(brokers: int = 3, overrides: dict | None = None, racks: list[str] | None = None, name: str = "cluster") -> LocalCluster:
+        ports = free_ports(3 * brokers)
+        triples = [(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(brokers)]
+        merged = dict(TEST_BROKER_OVERRIDES)
+        merged.update(overrides or {})
+        chroot = zk_connect
+        if clusters:  # a second cluster in one test gets its own chroot below the test's
+            chroot = f"{zk_connect}/{name}-{len(clusters)}"
+            client = start_client(zk_connect)
+            try:
+                client.ensure_path(f"/{name}-{len(clusters)}")
+            finally:
+                stop_client(client)
+        c = LocalCluster(tmp_path / f"{name}-{len(clusters)}", brokers=brokers, racks=racks, overrides=merged, zk_connect=chroot, ports=triples)
+        clusters.append(c)
+        c.up()
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in clusters:
+            try:
+                c.down()
+            except Exception:  # noqa: BLE001 - keep stopping the others
+                pass
+
+
+@pytest.fixture
+def cluster(cluster_factory) -> "LocalCluster":
+    """Three real brokers on the session ZooKeeper."""
+    return cluster_factory(3)

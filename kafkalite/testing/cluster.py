@@ -1,0 +1,295 @@
+"""A local cluster of real processes: one ZooKeeper and N brokers on loopback.
+
+Used by `bin/cluster`, by the integration/compat/chaos tests and by the benchmarks. Broker
+i (ids 1..N) gets client port P+i-1, inter-broker port P+100+i-1 and admin port P+200+i-1
+(DESIGN.md section 4c). Everything lives under one directory: `cluster.json` (what runs
+where), `zookeeper/`, and `broker-<id>/` with `server.properties`, `data/` and
+`broker.log`. Processes are started in their own sessions and only ever signalled by the
+PIDs recorded here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kafkalite.testing import zookeeper as zkmod
+from kafkalite.testing.zookeeper import ZooKeeperServer
+
+STATE_FILE = "cluster.json"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+class ClusterError(RuntimeError):
+    """A cluster operation that cannot be done; the message says why."""
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def wait_pid_exit(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return True
+        except ChildProcessError:
+            pass
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+class LocalCluster:
+    def __init__(self, directory: str | os.PathLike, *, brokers: int = 3, base_port: int = 9092, zk_port: int = 2181,
+                 racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
+                 zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
+                 ports: list[tuple[int, int, int]] | None = None):
+        if brokers < 1:
+            raise ClusterError("--brokers must be at least 1")
+        if racks and len(racks) not in (0, brokers):
+            raise ClusterError(f"--racks lists {len(racks)} racks for {brokers} brokers")
+        self.dir = Path(directory).resolve()
+        self.count = brokers
+        self.base_port = base_port
+        self.zk_port = zk_port
+        self.racks = racks or []
+        self.overrides = dict(overrides or {})
+        self.zk_tick_time_ms = zk_tick_time_ms
+        self.external_zk = zk_connect
+        self.python = python or sys.executable
+        if ports is not None and len(ports) != brokers:
+            raise ClusterError("ports must list (client, inter-broker, admin) for every broker")
+        self.ports = ports
+        self.zk: ZooKeeperServer | None = None
+        self.state: dict[str, Any] = {}
+        self._procs: dict[int, subprocess.Popen] = {}
+
+    # -- state file ---------------------------------------------------------------------
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "LocalCluster":
+        d = Path(directory).resolve()
+        path = d / STATE_FILE
+        if not path.exists():
+            raise ClusterError(f"no cluster in {d} (run `bin/cluster up` first)")
+        state = json.loads(path.read_text())
+        c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"])
+        c.state = state
+        return c
+
+    def _save(self) -> None:
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        os.replace(tmp, self.dir / STATE_FILE)
+
+    # -- up -----------------------------------------------------------------------------
+    def up(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        existing = self.dir / STATE_FILE
+        if existing.exists():
+            old = json.loads(existing.read_text())
+            running = [b["id"] for b in old["brokers"] if pid_alive(b.get("pid"))]
+            if running or pid_alive(old["zookeeper"].get("pid")):
+                raise ClusterError(f"a cluster is already running in {self.dir} (brokers {running}); `bin/cluster down` first")
+        if self.external_zk:
+            zk_state = {"connect": self.external_zk, "pid": None, "port": None}
+        else:
+            self.zk = ZooKeeperServer(self.dir / "zookeeper", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms)
+            try:
+                self.zk.start()
+            except Exception as e:
+                raise ClusterError(f"ZooKeeper did not start on port {self.zk_port}: {e}") from None
+            zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
+            zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
+        self.state = {"base_port": self.base_port, "zookeeper": zk_state, "brokers": []}
+        for i in range(1, self.count + 1):
+            self.state["brokers"].append(self._write_broker_config(i))
+        self._save()
+        for b in self.state["brokers"]:
+            self._spawn(b)
+        self._save()
+        self.wait_ready(timeout_s)
+        return self.status()
+
+    def _write_broker_config(self, i: int) -> dict[str, Any]:
+        bdir = self.dir / f"broker-{i}"
+        (bdir / "data").mkdir(parents=True, exist_ok=True)
+        if self.ports is not None:
+            port, ib_port, ad_port = self.ports[i - 1]
+        else:
+            port, ib_port, ad_port = self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
+        rack = self.racks[i - 1] if self.racks else ""
+        props = {
+            "broker.id": i, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "inter.broker.listener": f"127.0.0.1:{ib_port}", "admin.listener": f"127.0.0.1:{ad_port}",
+            "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": str(bdir / "data"),
+            "broker.rack": rack,
+        }
+        props.update(self.overrides)
+        cfg = bdir / "server.properties"
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return {"id": i, "pid": None, "host": "127.0.0.1", "port": port, "inter_broker_port": ib_port, "admin_port": ad_port,
+                "rack": rack or None, "log_dirs": [str(bdir / "data")], "config": str(cfg), "log": str(bdir / "broker.log")}
+
+    def _spawn(self, b: dict[str, Any]) -> None:
+        log = open(b["log"], "ab")
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "kafkalite.cli.main", "broker", "--config", b["config"]],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=str(self.dir),
+            )
+        finally:
+            log.close()
+        self._procs[b["id"]] = proc
+        b["pid"] = proc.pid
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S, broker_ids: list[int] | None = None) -> None:
+        """Until every (given) broker is registered and a controller is elected."""
+        want = set(broker_ids or [b["id"] for b in self.state["brokers"]])
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            for b in self.state["brokers"]:
+                if b["id"] in want and not pid_alive(b["pid"]):
+                    raise ClusterError(f"broker {b['id']} exited during start-up; see {b['log']}:\n{_tail(b['log'])}")
+            try:
+                registered, controller = self._zk_view()
+                if want <= registered and controller is not None:
+                    return
+                last = f"registered {sorted(registered)}, controller {controller}"
+            except Exception as e:  # noqa: BLE001 - ZooKeeper still starting
+                last = str(e)
+            time.sleep(0.1)
+        raise ClusterError(f"cluster not ready after {timeout_s:.0f} s ({last})")
+
+    def _zk_view(self) -> tuple[set[int], int | None]:
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.state["zookeeper"]["connect"], timeout=5)
+        client.start(timeout=5)
+        try:
+            ids = set(int(x) for x in (client.get_children("/brokers/ids") if client.exists("/brokers/ids") else []))
+            controller = None
+            if client.exists("/controller"):
+                data, _ = client.get("/controller")
+                controller = json.loads(data.decode()).get("brokerid")
+            return ids, controller
+        finally:
+            client.stop()
+            client.close()
+
+    # -- status -------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        try:
+            registered, controller = self._zk_view()
+            zk_ok = True
+        except Exception:  # noqa: BLE001
+            registered, controller, zk_ok = set(), None, False
+        brokers = []
+        for b in self.state["brokers"]:
+            brokers.append({
+                "id": b["id"], "pid": b["pid"], "host": b["host"], "port": b["port"],
+                "inter_broker_port": b["inter_broker_port"], "admin_port": b["admin_port"], "rack": b["rack"],
+                "log_dirs": b["log_dirs"], "alive": pid_alive(b["pid"]), "registered": b["id"] in registered,
+                "controller": controller == b["id"], "log": b["log"],
+            })
+        zk = self.state["zookeeper"]
+        return {
+            "bootstrap": ",".join(f"{b['host']}:{b['port']}" for b in self.state["brokers"]),
+            "zookeeper": {"connect": zk["connect"], "pid": zk["pid"], "alive": zk_ok},
+            "controller": controller, "brokers": brokers, "dir": str(self.dir),
+        }
+
+    # -- process control ----------------------------------------------------------------
+    def broker(self, broker_id: int) -> dict[str, Any]:
+        for b in self.state["brokers"]:
+            if b["id"] == broker_id:
+                return b
+        raise ClusterError(f"no broker {broker_id} in this cluster (ids 1..{len(self.state['brokers'])})")
+
+    def kill(self, broker_id: int, sig: str = "KILL") -> None:
+        b = self.broker(broker_id)
+        signum = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}.get(sig.upper())
+        if signum is None:
+            raise ClusterError(f"unknown signal {sig!r}; use KILL, TERM, STOP or CONT")
+        if not pid_alive(b["pid"]):
+            raise ClusterError(f"broker {broker_id} is not running")
+        os.kill(b["pid"], signum)
+        if signum == signal.SIGKILL:
+            wait_pid_exit(b["pid"], STOP_TIMEOUT_S)
+
+    def stop_broker(self, broker_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM (controlled shutdown) and wait; SIGKILL if it does not exit in time."""
+        b = self.broker(broker_id)
+        if not pid_alive(b["pid"]):
+            return
+        os.kill(b["pid"], signal.SIGCONT)
+        os.kill(b["pid"], signal.SIGTERM)
+        if not wait_pid_exit(b["pid"], timeout_s):
+            os.kill(b["pid"], signal.SIGKILL)
+            wait_pid_exit(b["pid"], 10)
+
+    def start(self, broker_id: int, *, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> None:
+        b = self.broker(broker_id)
+        if pid_alive(b["pid"]):
+            raise ClusterError(f"broker {broker_id} is already running (pid {b['pid']})")
+        self._spawn(b)
+        self._save()
+        if wait:
+            self.wait_ready(timeout_s, [broker_id])
+
+    def down(self) -> None:
+        errors = []
+        for b in self.state.get("brokers", []):
+            try:
+                self.stop_broker(b["id"], timeout_s=15)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"broker {b['id']}: {e}")
+        zk_pid = self.state.get("zookeeper", {}).get("pid")
+        if zk_pid and pid_alive(zk_pid):
+            os.kill(zk_pid, signal.SIGTERM)
+            if not wait_pid_exit(zk_pid, 15):
+                os.kill(zk_pid, signal.SIGKILL)
+                wait_pid_exit(zk_pid, 5)
+        if self.zk is not None:
+            self.zk._reap()
+        for b in self.state.get("brokers", []):
+            b["pid"] = None
+        if self.state:
+            self.state["zookeeper"]["pid"] = None
+            self._save()
+        if errors:
+            raise ClusterError("; ".join(errors))
+
+
+def _tail(path: str, size: int = 3000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(f.tell() - size, 0))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
