@@ -20,6 +20,7 @@ from kafkalite.core.placement import assign_replicas
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
+from kafkalite.rpc.transport import RpcError
 from kafkalite.zk.codec import TopicAssignment
 from kafkalite.zk.errors import TopicAlreadyExistsError, ZkError
 
@@ -360,6 +361,62 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "results": results}
 
 
+    # -- ElectLeaders (preferred replica election, KIP-460 type 0) -----------------------
+    async def elect_leaders(self, header: RequestHeader, body: dict) -> dict:
+        """Decide NOT NEEDED / UNKNOWN here from the metadata cache, forward the rest to the
+        controller's PreferredElection, then wait (up to timeout_ms) until this broker's
+        cache shows the elected leaders, so a Metadata request right after sees them."""
+        cache = self.cache
+        requested = body.get("topic_partitions")
+        if requested is None:
+            tps = [(t, p) for t in sorted(cache.topics) for p in sorted(cache.topics[t])]
+        else:
+            tps = [(t["topic"], p) for t in requested for p in t["partition_id"]]
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        candidates = []
+        for tp in tps:
+            meta = cache.partition(*tp)
+            if meta is None:
+                results[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "unknown topic or partition")
+            elif meta.replicas and meta.leader == meta.replicas[0]:
+                results[tp] = (int(ErrorCode.ELECTION_NOT_NEEDED), "the preferred replica is already the leader")
+            else:
+                candidates.append(tp)
+        timeout_ms = max(body.get("timeout_ms", 60000), 1000)
+        if candidates:
+            results.update(await self._preferred_election(candidates, timeout_ms))
+        out: dict[str, list] = {}
+        for tp in tps:
+            code, message = results[tp]
+            out.setdefault(tp[0], []).append({"partition_id": tp[1], "error_code": code, "error_message": message})
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in out.items()]}
+
+    async def _preferred_election(self, tps: list, timeout_ms: int) -> dict:
+        client = self.broker.peer_client(self.cache.controller_id) if self.cache.controller_id >= 0 else None
+        if client is None:
+            return {tp: (int(ErrorCode.NOT_CONTROLLER), "no controller known") for tp in tps}
+        try:
+            reply, _ = await client.call("PreferredElection", {"partitions": [list(tp) for tp in tps]}, timeout_ms=timeout_ms)
+        except RpcError as e:
+            return {tp: (int(ErrorCode.REQUEST_TIMED_OUT), str(e)) for tp in tps}
+        if reply.get("error", 0) != 0:
+            return {tp: (int(reply["error"]), "the controller refused the election") for tp in tps}
+        elected = {(str(t), int(p)) for t, p in reply.get("elected", [])}
+        results = {}
+        for tp in tps:
+            if tp in elected:
+                results[tp] = (0, None)
+            else:
+                results[tp] = (int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE), "the preferred replica is not alive or not in the ISR")
+        deadline = time.monotonic() + timeout_ms / 1000
+        while time.monotonic() < deadline:
+            metas = [self.cache.partition(*tp) for tp in elected]
+            if all(m is None or (m.replicas and m.leader == m.replicas[0]) for m in metas):
+                break
+            await asyncio.sleep(0.02)
+        return results
+
 _HANDLERS = {
     ApiKey.API_VERSIONS: KafkaApis.api_versions,
     ApiKey.METADATA: KafkaApis.metadata,
@@ -371,4 +428,5 @@ _HANDLERS = {
     ApiKey.DELETE_TOPICS: KafkaApis.delete_topics,
     ApiKey.INIT_PRODUCER_ID: KafkaApis.init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: KafkaApis.describe_configs,
+    ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
 }

@@ -38,6 +38,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ELECT_LEADERS = 43
 
 
 REQUEST = "request"
@@ -533,6 +534,26 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
+    (ApiKey.ELECT_LEADERS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('election_type', 'int8', '1+'),
+        F('topic_partitions', '[]', '0+', nullable='0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partition_id', '[]int32', '0+'),
+        )),
+        F('timeout_ms', 'int32', '0+', default=60000),
+    )),
+    (ApiKey.ELECT_LEADERS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '1+'),
+        F('replica_election_results', '[]', '0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partition_result', '[]', '0+', fields=(
+                F('partition_id', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    )),
 }
 
 # The versions we serve per API: the range advertised in ApiVersions responses.
@@ -587,4 +608,6 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",
                                   (("resource_type", "resource_type"),
                                    ("resource_name", "resource_name"))),
+    ApiKey.ELECT_LEADERS: Echo("topic_partitions", "replica_election_results", (("topic", "topic"),),
+                               Echo("partition_id", "partition_result", (("partition_id", SELF),))),
 }
