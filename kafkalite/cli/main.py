@@ -1,28 +1,21 @@
-"""The `kafkalite` command: one sub-command per module in kafkalite.cli."""
+"""The `kafkalite` command: one sub-command per module in kafkalite.cli.
+
+Each module exposes ``add_parser(subparsers)`` and sets ``func`` on its parsers; ``func``
+returns the exit code (0 ok, 1 the operation failed, 2 usage error; argparse also exits 2).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from kafkalite.cli import broker_cmd
+from kafkalite.cli import broker_cmd, client_cmds, cluster_cmd, topics_cmd
 
-_MODULES = [broker_cmd]
-
-
-def _load_optional() -> None:
-    import importlib
-
-    for name in ("topics_cmd", "client_cmds", "cluster_cmd"):
-        try:
-            _MODULES.append(importlib.import_module(f"kafkalite.cli.{name}"))
-        except ModuleNotFoundError as e:
-            if e.name != f"kafkalite.cli.{name}":
-                raise
+_MODULES = [broker_cmd, topics_cmd, client_cmds, cluster_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    _load_optional()
     parser = argparse.ArgumentParser(prog="kafkalite", description="kafkalite: a Kafka-style replicated commit log")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in _MODULES:
@@ -37,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `kafkalite consume ... | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,315 @@
+"""A small synchronous admin client for the `kafkalite` CLI, speaking the Kafka protocol.
+
+Requests are encoded and responses decoded with kafkalite.protocol.codec over a plain
+blocking socket with timeouts; no asyncio, no threads. Metadata goes to the first bootstrap
+server that answers; CreateTopics, DeleteTopics and ElectLeaders go to the controller named
+by Metadata (as Kafka's admin client does), falling back to any broker.
+
+Every failure a user can cause or meet (nothing listening, unknown topic, topic exists, a
+replication factor the cluster cannot hold, a bad config) is an ``AdminError`` whose message
+is one line fit for stderr. Anything else is a bug and raises as it is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalite.protocol.codec import decode_response, encode_request
+from kafkalite.protocol.errors import ErrorCode, KafkaliteError
+from kafkalite.protocol.schema import ApiKey
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "KAFKALITE_BOOTSTRAP"
+CLIENT_ID = "kafkalite-cli"
+CONNECT_TIMEOUT_MS = 3000
+# CreateTopics/DeleteTopics/ElectLeaders wait on the broker up to this long; the socket
+# waits a little longer so the broker's answer (even a timeout) arrives.
+REQUEST_TIMEOUT_MS = 30000
+SOCKET_SLACK_MS = 5000
+RESPONSE_BYTES_MAX = 100 << 20
+
+METADATA_VERSION = 8
+CREATE_TOPICS_VERSION = 4
+DELETE_TOPICS_VERSION = 3
+ELECT_LEADERS_VERSION = 1
+
+_LENGTH = struct.Struct(">i")
+
+
+class AdminError(Exception):
+    """An operating error; ``str(e)`` is one line for the user."""
+
+
+class NoBrokerError(AdminError):
+    pass
+
+
+def resolve_bootstrap(value: str | None) -> str:
+    """--bootstrap, else $KAFKALITE_BOOTSTRAP, else 127.0.0.1:9092."""
+    return value or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+
+
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    """'h1:p1,h2:p2' -> [(h1, p1), (h2, p2)]; raises ValueError naming the bad entry."""
+    servers = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad bootstrap server {item!r}; expected host:port")
+        servers.append((host.strip("[]"), int(port)))
+    if not servers:
+        raise ValueError("no bootstrap server given")
+    return servers
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+@dataclass(frozen=True)
+class BrokerMeta:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+    error_code: int
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition, "leader": self.leader, "leader_epoch": self.leader_epoch,
+            "replicas": self.replicas, "isr": self.isr, "offline_replicas": self.offline_replicas,
+            "under_replicated": self.under_replicated, "offline": self.offline,
+        }
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: list[PartitionInfo]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "partitions": [p.to_json() for p in self.partitions]}
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerMeta]
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+    def broker(self, broker_id: int) -> BrokerMeta | None:
+        return next((b for b in self.brokers if b.id == broker_id), None)
+
+
+class _Connection:
+    """One blocking socket to one broker; one request at a time."""
+
+    def __init__(self, host: str, port: int, timeout_ms: int):
+        self.address = f"{host}:{port}"
+        self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_MS / 1000)
+        self.sock.settimeout(timeout_ms / 1000)
+        self._correlation_ids = itertools.count(1)
+
+    def request(self, api: ApiKey, version: int, body: dict) -> dict:
+        correlation_id = next(self._correlation_ids)
+        self.sock.sendall(encode_request(api, version, correlation_id, CLIENT_ID, body))
+        (size,) = _LENGTH.unpack(self._read_exactly(_LENGTH.size))
+        if not 0 < size <= RESPONSE_BYTES_MAX:
+            raise OSError(f"bad response size {size}")
+        got_id, response = decode_response(api, version, self._read_exactly(size))
+        if got_id != correlation_id:
+            raise OSError(f"correlation id {got_id}, expected {correlation_id}")
+        return response
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = self.sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise OSError("connection closed by the broker")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class AdminClient:
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = REQUEST_TIMEOUT_MS):
+        try:
+            self.servers = parse_bootstrap(bootstrap)
+        except ValueError as e:
+            raise AdminError(str(e)) from None
+        self.bootstrap = bootstrap
+        self.request_timeout_ms = request_timeout_ms
+        self._connections: dict[tuple[str, int], _Connection] = {}
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    # -- transport ----------------------------------------------------------------------
+    def _request_to(self, address: tuple[str, int], api: ApiKey, version: int, body: dict) -> dict:
+        conn = self._connections.get(address)
+        try:
+            if conn is None:
+                conn = self._connections[address] = _Connection(*address, self.request_timeout_ms + SOCKET_SLACK_MS)
+            return conn.request(api, version, body)
+        except (OSError, KafkaliteError):
+            self._drop(address)
+            raise
+
+    def _drop(self, address: tuple[str, int]) -> None:
+        conn = self._connections.pop(address, None)
+        if conn is not None:
+            conn.close()
+
+    def _request_any(self, api: ApiKey, version: int, body: dict, first: tuple[str, int] | None = None) -> dict:
+        """Try ``first`` (the controller), then every bootstrap server in turn."""
+        order = ([first] if first else []) + [s for s in self.servers if s != first]
+        last: Exception | None = None
+        for address in order:
+            try:
+                return self._request_to(address, api, version, body)
+            except (OSError, KafkaliteError) as e:
+                last = e
+        assert last is not None
+        if isinstance(last, (socket.timeout, TimeoutError)):
+            raise NoBrokerError(f"no answer from the brokers at {self.bootstrap} (timed out)")
+        raise NoBrokerError(f"no broker reachable at {self.bootstrap}")
+
+    # -- Metadata -----------------------------------------------------------------------
+    def metadata(self, topics: list[str] | None = None) -> ClusterMetadata:
+        """All topics (None) or the named ones; an unknown name raises AdminError."""
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False}
+        response = self._request_any(ApiKey.METADATA, METADATA_VERSION, body)
+        brokers = [BrokerMeta(b["node_id"], b["host"], b["port"], b["rack"]) for b in response["brokers"]]
+        out: dict[str, TopicInfo] = {}
+        for t in response["topics"]:
+            code = t["error_code"]
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise AdminError(f"unknown topic {t['name']!r}")
+            if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                raise AdminError(f"invalid topic name {t['name']!r}")
+            if code != 0:
+                raise AdminError(f"topic {t['name']!r}: {error_name(code)}")
+            parts = sorted((PartitionInfo(p["partition_index"], p["leader_id"], p["leader_epoch"],
+                                          list(p["replica_nodes"]), list(p["isr_nodes"]),
+                                          list(p["offline_replicas"]), p["error_code"])
+                            for p in t["partitions"]), key=lambda p: p.partition)
+            out[t["name"]] = TopicInfo(t["name"], parts)
+        return ClusterMetadata(response["cluster_id"], response["controller_id"],
+                               sorted(brokers, key=lambda b: b.id), dict(sorted(out.items())))
+
+    def _controller_address(self) -> tuple[str, int] | None:
+        meta = self.metadata([])
+        controller = meta.broker(meta.controller_id)
+        return (controller.host, controller.port) if controller else None
+
+    # -- CreateTopics / DeleteTopics ----------------------------------------------------
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None) -> None:
+        body = {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": self.request_timeout_ms, "validate_only": False,
+        }
+        response = self._request_any(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, self._controller_address())
+        for t in response["topics"]:
+            code = t["error_code"]
+            if code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise AdminError(f"topic {name!r} already exists")
+            if code != 0:
+                raise AdminError(t["error_message"] or error_name(code))
+
+    def delete_topic(self, name: str) -> None:
+        body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
+        response = self._request_any(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION, body, self._controller_address())
+        for r in response["responses"]:
+            code = r["error_code"]
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise AdminError(f"unknown topic {name!r}")
+            if code == ErrorCode.TOPIC_DELETION_DISABLED:
+                raise AdminError("topic deletion is disabled on the brokers (delete.topic.enable=false)")
+            if code != 0:
+                raise AdminError(f"deleting topic {name!r} failed: {error_name(code)}")
+
+    # -- ElectLeaders -------------------------------------------------------------------
+    def elect_preferred_leaders(self, partitions: list[tuple[str, int]] | None) -> list[tuple[str, int, int, str | None]]:
+        """Preferred leader election (ElectLeaders, type 0) for the given partitions, or
+        all of them (None). Returns (topic, partition, error code, message) per partition."""
+        requested = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            requested = [{"topic": t, "partition_id": ps} for t, ps in by_topic.items()]
+        body = {"election_type": 0, "topic_partitions": requested, "timeout_ms": self.request_timeout_ms}
+        response = self._request_any(ApiKey.ELECT_LEADERS, ELECT_LEADERS_VERSION, body, self._controller_address())
+        if response["error_code"] != 0:
+            raise AdminError(f"leader election failed: {error_name(response['error_code'])}")
+        return sorted((r["topic"], p["partition_id"], p["error_code"], p["error_message"])
+                      for r in response["replica_election_results"] for p in r["partition_result"])
+
+
+# -- glue shared by the CLI modules --------------------------------------------------------
+
+def add_bootstrap_argument(parser: Any) -> None:
+    parser.add_argument("--bootstrap", metavar="HOST:PORT[,...]", default=None,
+                        help=f"brokers to contact (default ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
+
+
+def fail(command: str, message: str, code: int = 1) -> int:
+    """Print one line on stderr and return the exit code (1 failed, 2 usage)."""
+    import sys
+
+    print(f"kafkalite {command}: {message}", file=sys.stderr)
+    return code
+
+
+def console_for_tables() -> Any:
+    """A rich Console; when stdout is not a terminal (pipes, tests) it is wide enough that
+    no table cell wraps, so `grep UNDER-REPLICATED` works."""
+    import sys
+
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=250)
