@@ -481,7 +481,8 @@ class Controller:
             elif bid in st.isr and len(st.isr) > 1:
                 changes[tp] = PartitionState(st.leader, st.leader_epoch, [b for b in st.isr if b != bid], self.epoch)
         written = await self._write_and_propagate(changes)
-        remaining = [list(tp) for tp, (st, _v) in self.states.items() if st.leader == bid]
+        # As Kafka: only partitions with another replica can move; RF 1 ones stop with us.
+        remaining = [list(tp) for tp, (st, _v) in self.states.items() if st.leader == bid and len(replicas.get(tp, ())) > 1]
         log.info("controlled shutdown of broker %d: moved %d partitions, %d still led", bid, len(written), len(remaining))
         ev.future.set_result({"error": 0, "remaining_partitions": remaining})
 

@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from kafkalite.broker.partition import Partition
-from kafkalite.core.truncation import follower_truncation_offset
+from kafkalite.core.truncation import follower_truncation_state
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.transport import RpcClient, RpcError
 
@@ -104,15 +104,7 @@ class FetcherTask:
             if error != 0:
                 self._on_partition_error(tp, s, error)
                 continue
-            part = s.part
-            cache = part.log.leader_epoch_cache
-            if epoch < 0:
-                # No epoch in common (empty leader log or none recorded): fall back to the HW.
-                target = min(part.hw, part.leo)
-            else:
-                target = follower_truncation_offset(cache.epoch_entries(), part.leo, (epoch, end_offset))
-            part.truncate_to(target)
-            s.truncating = False
+            self._apply_truncation(s, (epoch, end_offset))
 
     async def _fetch_once(self, client: RpcClient, ready: dict[TP, FetchState]) -> None:
         settings = self.manager.settings
@@ -143,14 +135,21 @@ class FetcherTask:
             if error != 0:
                 self._on_partition_error(tp, s, error, leader_log_start=log_start, leader_leo=leo)
                 continue
-            if div_epoch is not None and div_epoch >= -1:
-                target = follower_truncation_offset(part.log.leader_epoch_cache.epoch_entries(), part.leo, (div_epoch, div_end))
-                part.truncate_to(target)
+            if div_epoch is not None:
+                self._apply_truncation(s, (div_epoch, div_end))
                 continue
             records = bytes(payload[pos : pos + size]) if size else b""
             fetched_from = part.leo
             part.append_as_follower(records, hw)
             self.manager.on_fetched(tp, part.leo - fetched_from, max(leo - part.leo, 0))
+
+    def _apply_truncation(self, s: FetchState, leader_answer: tuple[int, int]) -> None:
+        """KIP-101: truncate to where our log and the leader's can first differ."""
+        part = s.part
+        st = follower_truncation_state(part.log.leader_epoch_cache.epoch_entries(), part.leo, leader_answer, local_hw=part.hw)
+        part.truncate_to(st.truncate_to)
+        # An incomplete answer (we lacked the leader's epoch) asks again about an older one.
+        s.truncating = not st.completed
 
     def _on_partition_error(self, tp: TP, s: FetchState, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
         part = s.part

@@ -21,6 +21,7 @@ from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import error_code_for, fail, is_operating_error
 from kafkalite.broker.partition import Partition
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
+from kafkalite.core.truncation import diverging_epoch_check
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
@@ -59,6 +60,7 @@ class ReplicaManager:
         self.fetchers: Any = None  # set by the broker: kafkalite.broker.fetcher.FetcherManager
         self.alter_isr_sink: Callable[[AlterIsrItem], None] = lambda item: None
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
+        self.last_init_controller_epoch = -1  # visible in /state: seed D's init LeaderAndIsr arrived
 
     # -- start-up -----------------------------------------------------------------------
     def load_local_partitions(self) -> None:
@@ -139,6 +141,7 @@ class ReplicaManager:
         if become_follower and self.fetchers is not None:
             self.fetchers.add_partitions([(part, st.leader, st.leader_epoch) for part, st in become_follower])
         if body.get("init"):
+            self.last_init_controller_epoch = int(body["controller_epoch"])
             for tp in [tp for tp in self.partitions if tp not in listed]:
                 log.info("controller failover: %s not in the init LeaderAndIsr, deleting", tp)
                 self._remove_partition(tp, delete=True)
@@ -238,10 +241,10 @@ class ReplicaManager:
                     raise fail(ErrorCode.FENCED_LEADER_EPOCH)
                 if current_leader_epoch > part.leader_epoch:
                     raise fail(ErrorCode.UNKNOWN_LEADER_EPOCH)
-            if replica_id >= 0 and last_fetched_epoch >= 0:
-                end_epoch, end_offset = part.log.leader_epoch_cache.end_offset_for(last_fetched_epoch, part.leo)
-                if end_epoch != last_fetched_epoch or end_offset < fetch_offset:
-                    out.update(error=0, diverging_epoch=end_epoch, diverging_end_offset=end_offset, hw=part.hw,
+            if replica_id >= 0:
+                diverging = diverging_epoch_check(part.log.leader_epoch_cache.epoch_entries(), part.leo, fetch_offset, last_fetched_epoch)
+                if diverging is not None:
+                    out.update(error=0, diverging_epoch=diverging.epoch, diverging_end_offset=diverging.end_offset, hw=part.hw,
                                log_start=part.log_start_offset, leo=part.leo)
                     return out
             upper = part.leo if replica_id >= 0 else part.hw

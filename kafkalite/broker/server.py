@@ -40,7 +40,7 @@ from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
 from kafkalite.zk.codec import BrokerRegistration
-from kafkalite.zk.errors import ZkError
+from kafkalite.zk.errors import BrokerIdInUseError, ZkError
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,18 @@ class Broker:
         reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack)
         if ib_host != host:
             log.warning("inter-broker host %s differs from advertised host %s; peers use %s", ib_host, host, host)
-        self.broker_epoch = await self.loop.run_in_executor(None, self.zk.register_broker, reg)
+        # A previous incarnation killed moments ago still holds /brokers/ids/<id> until its
+        # session expires; wait that long before calling the id a duplicate.
+        deadline = time.monotonic() + self.settings["zookeeper.session.timeout.ms"] * 1.5 / 1000 + 2
+        while True:
+            try:
+                self.broker_epoch = await self.loop.run_in_executor(None, self.zk.register_broker, reg)
+                break
+            except BrokerIdInUseError:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker id %d still registered by an earlier session; waiting for it to expire", self.broker_id)
+                await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
 
@@ -407,6 +418,8 @@ class Broker:
         return {
             "broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "pid": os.getpid(),
             "controller": self.controller.describe() if self.controller.active else {"active": False, "controller_id": self.metadata_cache.controller_id},
+            "controller_epoch_seen": self.replica_manager.controller_epoch,
+            "last_init_controller_epoch": self.replica_manager.last_init_controller_epoch,
             "metadata": self.metadata_cache.snapshot(),
             "partitions": self.replica_manager.state_summary(),
         }

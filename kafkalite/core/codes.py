@@ -40,9 +40,9 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
     OFFSET_NOT_AVAILABLE = 78
-    # KIP-497 named it INVALID_ISR_VERSION; Kafka shipped it as INVALID_UPDATE_VERSION (82).
-    INVALID_UPDATE_VERSION = 82
-    INVALID_ISR_VERSION = 82  # alias, same member as INVALID_UPDATE_VERSION
+    # KIP-497 named it INVALID_ISR_VERSION; Kafka shipped it as INVALID_UPDATE_VERSION (95).
+    INVALID_UPDATE_VERSION = 95
+    INVALID_ISR_VERSION = 95  # alias, same member as INVALID_UPDATE_VERSION
 
 
 class CoreError(Exception):

@@ -1,0 +1,48 @@
+"""Small helpers tests and chaos scripts use to look at a live cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from typing import Any, Callable
+
+
+def broker_state(admin_port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{host}:{admin_port}/state", timeout=timeout_s) as r:
+        return json.loads(r.read())
+
+
+def metrics_text(admin_port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> str:
+    with urllib.request.urlopen(f"http://{host}:{admin_port}/metrics", timeout=timeout_s) as r:
+        return r.read().decode()
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.1) -> Any:
+    """Poll until predicate() is truthy (exceptions count as not yet); returns its value."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - the system is still converging
+            last_error = e
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None:
+    """The metadata of one partition as any live broker sees it."""
+    for b in cluster.status()["brokers"]:
+        if not b["alive"]:
+            continue
+        try:
+            st = broker_state(b["admin_port"])
+        except OSError:
+            continue
+        meta = st["metadata"]["topics"].get(topic, {}).get(str(partition))
+        if meta is not None:
+            return meta
+    return None
