@@ -5,9 +5,14 @@ offsets, and ListOffsets answers earliest / latest / by timestamp."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+
+with warnings.catch_warnings():  # kafka-python's schema loader uses importlib APIs deprecated in 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
 
 from compat_workload import (
     PARTITIONS,
@@ -19,9 +24,7 @@ from compat_workload import (
     start_offsets,
 )
 
-# kafka-python loads its protocol schemas lazily with importlib.resources.read_text/open_text,
-# deprecated in Python 3.11: noise from the client, not from us.
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:(read_text|open_text) is deprecated:DeprecationWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 FLUSH_TIMEOUT_S = 60
 
 
