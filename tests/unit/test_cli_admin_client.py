@@ -1,0 +1,202 @@
+"""The CLI's admin client and argument helpers, against a fake broker speaking the codec."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from kafkalite.cli.admin_client import (
+    DEFAULT_BOOTSTRAP,
+    AdminClient,
+    AdminError,
+    NoBrokerError,
+    parse_bootstrap,
+    resolve_bootstrap,
+)
+from kafkalite.cli.client_cmds import format_message, split_line
+from kafkalite.cli.main import main
+from kafkalite.cli.topics_cmd import parse_configs
+from kafkalite.protocol.codec import decode_request, encode_response
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.framing import FrameDecoder
+from kafkalite.protocol.schema import ApiKey
+from kafkalite.testing.ports import free_port
+
+
+class FakeBroker:
+    """Answers each request with ``handler(api_key, body) -> response body`` on loopback."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.requests: list[tuple[int, int, dict]] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        decoder = FrameDecoder(1 << 20)
+        with conn:
+            while data := conn.recv(65536):
+                decoder.feed(data)
+                while (frame := decoder.next_frame()) is not None:
+                    header, body = decode_request(frame)
+                    self.requests.append((header.api_key, header.api_version, body))
+                    conn.sendall(encode_response(header, self.handler(header.api_key, body)))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _metadata(body: dict, port: int) -> dict:
+    topics = []
+    for t in body["topics"] if body["topics"] is not None else [{"name": "a"}, {"name": "b"}]:
+        if t["name"] not in ("a", "b"):
+            topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": t["name"], "partitions": []})
+            continue
+        topics.append({"error_code": 0, "name": t["name"], "partitions": [
+            {"error_code": 0, "partition_index": 1, "leader_id": -1, "leader_epoch": 4, "replica_nodes": [2, 1],
+             "isr_nodes": [], "offline_replicas": [2, 1]},
+            {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 3, "replica_nodes": [1, 2],
+             "isr_nodes": [1], "offline_replicas": []},
+        ]})
+    return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": port, "rack": "r1"}],
+            "cluster_id": "c", "controller_id": 1, "topics": topics}
+
+
+
+@pytest.fixture
+def broker():
+    fake: FakeBroker
+
+    def handler(api: int, body: dict) -> dict:
+        if api == ApiKey.METADATA:
+            return _metadata(body, fake.port)
+        if api == ApiKey.CREATE_TOPICS:
+            name = body["topics"][0]["name"]
+            if name == "a":
+                return {"topics": [{"name": name, "error_code": int(ErrorCode.TOPIC_ALREADY_EXISTS), "error_message": "x"}]}
+            if body["topics"][0]["replication_factor"] > 1:
+                return {"topics": [{"name": name, "error_code": int(ErrorCode.INVALID_REPLICATION_FACTOR),
+                                    "error_message": "replication factor 4 is not within 1..1 (live brokers)"}]}
+            return {"topics": [{"name": name, "error_code": 0, "error_message": None}]}
+        if api == ApiKey.DELETE_TOPICS:
+            return {"responses": [{"name": n, "error_code": 0 if n == "a" else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+                                  for n in body["topic_names"]]}
+        if api == ApiKey.ELECT_LEADERS:
+            return {"error_code": 0, "replica_election_results": [
+                {"topic": t["topic"], "partition_result": [
+                    {"partition_id": p, "error_code": int(ErrorCode.ELECTION_NOT_NEEDED), "error_message": None}
+                    for p in t["partition_id"]]} for t in body["topic_partitions"]]}
+        raise AssertionError(api)
+
+    fake = FakeBroker(handler)
+    yield fake
+    fake.close()
+
+
+def test_metadata_skips_a_dead_bootstrap_server_and_reads_epochs_and_health(broker):
+    dead = free_port()
+    with AdminClient(f"127.0.0.1:{dead},127.0.0.1:{broker.port}") as admin:
+        meta = admin.metadata()
+    assert meta.controller_id == 1
+    assert [(b.id, b.rack) for b in meta.brokers] == [(1, "r1")]
+    parts = meta.topics["a"].partitions
+    assert [p.partition for p in parts] == [0, 1]
+    assert (parts[0].leader, parts[0].leader_epoch, parts[0].under_replicated, parts[0].offline) == (1, 3, True, False)
+    assert (parts[1].leader, parts[1].offline) == (-1, True)
+    assert parts[1].to_json()["offline_replicas"] == [2, 1]
+    assert broker.requests[0][:2] == (ApiKey.METADATA, 8)
+
+
+def test_unknown_topic_and_broker_errors_are_one_line_admin_errors(broker):
+    with AdminClient(f"127.0.0.1:{broker.port}") as admin:
+        with pytest.raises(AdminError, match="unknown topic 'zz'"):
+            admin.metadata(["zz"])
+        with pytest.raises(AdminError, match="already exists"):
+            admin.create_topic("a", 1, 1)
+        with pytest.raises(AdminError, match="replication factor 4"):
+            admin.create_topic("c", 1, 4)
+        admin.create_topic("c", 1, 1, {"min.insync.replicas": "1"})
+        admin.delete_topic("a")
+        with pytest.raises(AdminError, match="unknown topic 'q'"):
+            admin.delete_topic("q")
+        results = admin.elect_preferred_leaders([("a", 0), ("a", 1)])
+    assert results == [("a", 0, 84, None), ("a", 1, 84, None)]
+    create = next(b for api, v, b in broker.requests if api == ApiKey.CREATE_TOPICS and b["topics"][0]["name"] == "c"
+                  and b["topics"][0]["configs"])
+    assert create["topics"][0]["configs"] == [{"name": "min.insync.replicas", "value": "1"}]
+
+
+def test_nothing_listening_says_so():
+    port = free_port()
+    with pytest.raises(NoBrokerError, match=f"no broker reachable at 127.0.0.1:{port}"):
+        AdminClient(f"127.0.0.1:{port}").metadata()
+
+
+def test_bootstrap_parsing_and_resolution(monkeypatch):
+    assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
+    for bad in ("a", "a:x", ":1", "a:0", ""):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+    monkeypatch.delenv("KAFKALITE_BOOTSTRAP", raising=False)
+    assert resolve_bootstrap(None) == DEFAULT_BOOTSTRAP
+    monkeypatch.setenv("KAFKALITE_BOOTSTRAP", "h:9")
+    assert resolve_bootstrap(None) == "h:9"
+    assert resolve_bootstrap("x:1") == "x:1"
+
+
+def test_config_and_line_parsing():
+    assert parse_configs(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
+    for bad in ("novalue", "=1"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            parse_configs([bad])
+    assert split_line(b"k:v:w", b":") == (b"k", b"v:w")
+    assert split_line(b"plain", b":") == (None, b"plain")
+    assert split_line(b"k:v", None) == (None, b"k:v")
+
+
+class _Msg:
+    def __init__(self, key, value):
+        self._key, self._value = key, value
+
+    def partition(self):
+        return 2
+
+    def offset(self):
+        return 7
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+
+def test_message_format():
+    assert format_message(_Msg(b"k", b"v"), True, True) == b"2:7\tk\tv\n"
+    assert format_message(_Msg(None, b"v"), False, True) == b"null\tv\n"
+    assert format_message(_Msg(b"k", None), False, False) == b"\n"
+
+
+def test_usage_errors_exit_2_with_one_line(capsys, broker):
+    boot = f"127.0.0.1:{broker.port}"
+    assert main(["topics", "create", "t", "--partitions", "0", "--replication-factor", "1", "--bootstrap", boot]) == 2
+    assert main(["elect-leaders", "--partition", "1", "--bootstrap", boot]) == 2
+    assert main(["consume", "a", "--max-messages", "0", "--bootstrap", boot]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3
+    assert all(line.startswith("kafkalite ") for line in err)
+    with pytest.raises(SystemExit) as exc:
+        main(["consume", "a", "--from-beginning", "--offset", "3"])
+    assert exc.value.code == 2
