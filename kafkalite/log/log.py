@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import time
 import shutil
 import struct
 from typing import Iterator, NamedTuple
@@ -100,7 +101,8 @@ class Log:
              clean_shutdown: bool = False, now_ms: int | None = None) -> "Log":
         """Load (and, after an unclean stop, recover) the log in `dir_path`, creating an
         empty log if the directory has no segments. Unknown files are left alone."""
-        now_ms = 0 if now_ms is None else now_ms
+        # The I/O layer may read the clock; a new segment's age counts from now, not 1970.
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dir_path = os.path.abspath(dir_path)
         parsed = parse_partition_dir_name(os.path.basename(dir_path))
         if parsed is None:
@@ -153,8 +155,12 @@ class Log:
                 if trusted:
                     log.warning("%s: index failed its sanity check; rebuilding", segment.log_path)
                 truncated = segment.recover(next_min, on_batch)
-            if truncated:
-                log.warning("%s: dropped %d damaged bytes and every later segment", segment.log_path, truncated)
+            # A segment cut exactly at a batch boundary (or emptied) leaves a gap before the
+            # next segment: everything after the gap is as suspect as bytes after a torn batch.
+            gap = i + 1 < len(segments) and segments[i + 1].base_offset != segment.next_offset
+            if truncated or gap:
+                log.warning("%s: dropped %d damaged bytes and every later segment%s", segment.log_path, truncated,
+                            " (offset gap after it)" if gap and not truncated else "")
                 for later in segments[i + 1 :]:
                     later.delete_files()
                 return segments[: i + 1]
@@ -287,7 +293,7 @@ class Log:
             if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(epoch, fields[H_BASE_OFFSET])
         if now_ms is None:
-            now_ms = self._last_flush_ms
+            now_ms = int(time.time() * 1000)
         self._write([batches], metas, len(batches), now_ms)
         return AppendResult(metas[0][0], expected - 1, max_timestamp, len(scanned), record_count)
 

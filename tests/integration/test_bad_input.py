@@ -1,0 +1,182 @@
+"""Bad input against a live broker: it stays up, answers what it can, harms no data and keeps
+serving a well-behaved client throughout (DESIGN.md section 7, guarantee 5)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalite.log.records import decode_records, encode_batch
+from kafkalite.protocol.codec import decode_response, encode_request
+from kafkalite.protocol.schema import ApiKey
+from kafkalite.testing.probes import broker_state
+
+CLIENT = "well-behaved"
+
+
+def _roundtrip(port: int, frames: list[bytes], expect: int, timeout_s: float = 10.0) -> list[bytes]:
+    """Send frames on one connection; read `expect` responses (without their length prefix)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        for f in frames:
+            s.sendall(f)
+        out = []
+        buf = b""
+        while len(out) < expect:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 4:
+                (n,) = struct.unpack(">i", buf[:4])
+                if len(buf) < 4 + n:
+                    break
+                out.append(buf[4 : 4 + n])
+                buf = buf[4 + n :]
+        return out
+
+
+def _send_raw(port: int, data: bytes) -> bytes:
+    """Send arbitrary bytes, half-close, read until the broker closes (or answers)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            return b""
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except (ConnectionResetError, TimeoutError, socket.timeout):
+            pass
+        return got
+
+
+class GoodClient:
+    """Produces one numbered record at a time with our own codec and reads it back."""
+
+    def __init__(self, port: int, topic: str):
+        self.port = port
+        self.topic = topic
+        self.sent: list[bytes] = []
+        self.cid = 0
+
+    def produce_and_check(self) -> None:
+        value = b"good-%d" % len(self.sent)
+        self.cid += 1
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
+                "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": encode_batch([(None, value, ())])}]}]}
+        (resp,) = _roundtrip(self.port, [encode_request(ApiKey.PRODUCE, 7, self.cid, CLIENT, body)], 1)
+        _, decoded = decode_response(ApiKey.PRODUCE, 7, resp)
+        pr = decoded["responses"][0]["partition_responses"][0]
+        assert pr["error_code"] == 0, pr
+        assert pr["base_offset"] == len(self.sent)
+        self.sent.append(value)
+
+    def read_all(self) -> list[bytes]:
+        self.cid += 1
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 10 << 20, "isolation_level": 0,
+                "topics": [{"topic": self.topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10 << 20}]}]}
+        (resp,) = _roundtrip(self.port, [encode_request(ApiKey.FETCH, 11, self.cid, CLIENT, body)], 1)
+        _, decoded = decode_response(ApiKey.FETCH, 11, resp)
+        part = decoded["responses"][0]["partitions"][0]
+        assert part["error_code"] == 0
+        records = part["records"]
+        values = []
+        pos = 0
+        while pos < len(records):
+            (length,) = struct.unpack(">i", records[pos + 8 : pos + 12])
+            values += [r.value for r in decode_records(records[pos : pos + 12 + length])]
+            pos += 12 + length
+        return values
+
+
+def _create_topic(port: int, name: str) -> int:
+    body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 20000, "validate_only": False}
+    (resp,) = _roundtrip(port, [encode_request(ApiKey.CREATE_TOPICS, 3, 1, CLIENT, body)], 1, timeout_s=30)
+    return decode_response(ApiKey.CREATE_TOPICS, 3, resp)[1]["topics"][0]["error_code"]
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _header(api_key: int, version: int, cid: int = 7) -> bytes:
+    return struct.pack(">hhih", api_key, version, cid, 4) + b"fuzz"
+
+
+frames = st.one_of(
+    st.binary(max_size=300),  # garbage, lying lengths
+    st.binary(max_size=200).map(_framed),  # framed garbage
+    st.tuples(st.integers(-5, 80), st.integers(-3, 20), st.binary(max_size=120)).map(lambda t: _framed(_header(t[0], t[1]) + t[2])),
+    st.tuples(st.sampled_from([0, 1, 2, 3, 19, 20, 22, 23, 32]), st.integers(0, 12), st.binary(max_size=64))
+      .map(lambda t: _framed(_header(t[0], t[1]) + t[2])),  # real APIs, bodies garbled
+    st.integers(2**20, 2**31 - 1).map(lambda n: struct.pack(">i", n) + b"x" * 16),  # huge length prefix
+    st.integers(-(2**31), -1).map(lambda n: struct.pack(">i", n)),  # negative length
+)
+
+
+def test_malformed_frames_never_harm_the_broker_or_other_clients(cluster_factory):
+    c = cluster_factory(1, overrides={"socket.request.max.bytes": 1 << 20})
+    b = c.broker(1)
+    port = b["port"]
+    assert _create_topic(port, "fuzzed") == 0
+    good = GoodClient(port, "fuzzed")
+    good.produce_and_check()
+    counter = {"n": 0}
+
+    @settings(max_examples=2500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(frames)
+    def throw(data: bytes) -> None:
+        _send_raw(port, data)
+        counter["n"] += 1
+        if counter["n"] % 250 == 0:
+            good.produce_and_check()
+
+    throw()
+    assert counter["n"] >= 2000
+    good.produce_and_check()
+    assert good.read_all() == good.sent
+    state = broker_state(b["admin_port"])
+    assert state["partitions"]["fuzzed-0"]["leo"] == len(good.sent)
+    assert c.status()["brokers"][0]["alive"]
+
+
+def test_specific_bad_requests_get_kafka_error_codes(cluster_factory):
+    c = cluster_factory(1, overrides={"socket.request.max.bytes": 1 << 20})
+    port = c.broker(1)["port"]
+    # ApiVersions at a version we do not serve: v0-format answer, UNSUPPORTED_VERSION, our ranges.
+    (resp,) = _roundtrip(port, [_framed(_header(ApiKey.API_VERSIONS, 99, cid=42))], 1)
+    cid, body = decode_response(ApiKey.API_VERSIONS, 0, resp)
+    assert cid == 42
+    assert body["error_code"] == 35
+    assert any(k["api_key"] == ApiKey.PRODUCE and k["min_version"] == 3 and k["max_version"] == 8 for k in body["api_keys"])
+    # Bad topic names: INVALID_TOPIC_EXCEPTION from CreateTopics and Metadata.
+    assert _create_topic(port, "bad/name") == 17
+    assert _create_topic(port, "x" * 300) == 17
+    meta = encode_request(ApiKey.METADATA, 5, 3, CLIENT, {"topics": [{"name": "no such?"}], "allow_auto_topic_creation": False})
+    (resp,) = _roundtrip(port, [meta], 1)
+    assert decode_response(ApiKey.METADATA, 5, resp)[1]["topics"][0]["error_code"] == 17
+    # Produce with a corrupt batch (CRC flipped): CORRUPT_MESSAGE, nothing appended.
+    assert _create_topic(port, "ok") == 0
+    batch = bytearray(encode_batch([(b"k", b"v", ())]))
+    batch[-1] ^= 0xFF
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "ok", "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
+    (resp,) = _roundtrip(port, [encode_request(ApiKey.PRODUCE, 7, 4, CLIENT, body)], 1)
+    assert decode_response(ApiKey.PRODUCE, 7, resp)[1]["responses"][0]["partition_responses"][0]["error_code"] == 2
+    # A frame over socket.request.max.bytes closes the connection without an answer.
+    assert _send_raw(port, struct.pack(">i", (1 << 20) + 1) + b"\0" * 1024) == b""
+    # Group APIs answer with an error code, not a dropped connection.
+    find = encode_request(ApiKey.FIND_COORDINATOR, 1, 5, CLIENT, {"key": "g", "key_type": 0})
+    (resp,) = _roundtrip(port, [find], 1)
+    assert decode_response(ApiKey.FIND_COORDINATOR, 1, resp)[1]["error_code"] == 15
+    state = broker_state(c.broker(1)["admin_port"])
+    assert state["partitions"]["ok-0"]["leo"] == 0
