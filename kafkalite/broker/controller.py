@@ -491,9 +491,10 @@ class Controller:
         zk = self.broker.zk
         requested: list[TP] | None = None
         from_zk = False
-        if ev.data is not None:
-            requested = [tuple(x) for x in ev.data]  # type: ignore[misc]
-        else:
+        if ev.data is not None:  # from the PreferredElection RPC; partitions None = all
+            parts = ev.data.get("partitions")
+            requested = None if parts is None else [(str(t), int(p)) for t, p in parts]
+        else:  # from the /admin/preferred_replica_election znode
             raw = await self.zk(zk.get, paths.preferred_replica_election_path())
             if raw is None:
                 return

@@ -9,7 +9,7 @@ with REQUEST_TIMED_OUT-free back-pressure (they complete at once with their curr
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Any, Callable
 
 from kafkalite.protocol.errors import ErrorCode
 
@@ -60,7 +60,7 @@ class DelayedOperations:
         self.wake(key)
 
     async def wait_produce(
-        self, waiting: dict[TP, int], status: Callable[[TP, int], int | None], timeout_ms: int
+        self, waiting: dict[TP, Any], status: Callable[[TP, Any], int | None], timeout_ms: int
     ) -> dict[TP, int]:
         """acks=all: wait until every partition's status is decided or the timeout passes."""
         outcome: dict[TP, int] = {}
@@ -87,7 +87,7 @@ class DelayedOperations:
         return self._finish(waiting, outcome)
 
     @staticmethod
-    def _finish(waiting: dict[TP, int], outcome: dict[TP, int]) -> dict[TP, int]:
+    def _finish(waiting: dict[TP, Any], outcome: dict[TP, int]) -> dict[TP, int]:
         return {tp: outcome.get(tp, int(ErrorCode.REQUEST_TIMED_OUT)) for tp in waiting}
 
     async def wait_fetch(self, keys: list[TP], max_wait_ms: int) -> None:

@@ -72,7 +72,7 @@ class InterBrokerHandlers:
         return await self._controller_call("controlled_shutdown", h)
 
     async def _PreferredElection(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        return await self._controller_call("preferred_election", h.get("partitions"))
+        return await self._controller_call("preferred_election", {"partitions": h.get("partitions")})
 
     # -- follower -> leader ---------------------------------------------------------------
     async def _ReplicaFetch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:

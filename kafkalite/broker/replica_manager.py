@@ -180,7 +180,7 @@ class ReplicaManager:
         """Append to local leaders; with acks=all wait until the HW passes every batch."""
         t = now_ms()
         results: dict[tuple[str, int], dict[str, Any]] = {}
-        waiting: dict[tuple[str, int], int] = {}
+        waiting: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (last offset, leader epoch at append)
         for topic, p, records in entries:
             tp = (topic, p)
             part = self.partitions.get(tp)
@@ -195,20 +195,18 @@ class ReplicaManager:
                     first, last = dup
                     results[tp] = {"error": 0, "base_offset": first, "log_start_offset": part.log_start_offset}
                     if acks == -1:
-                        waiting[tp] = last
+                        waiting[tp] = (last, part.leader_epoch)
                     continue
                 results[tp] = {"error": 0, "base_offset": result.first_offset, "log_start_offset": part.log_start_offset}
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
-                    waiting[tp] = result.last_offset
+                    waiting[tp] = (result.last_offset, part.leader_epoch)
             except Exception as e:  # noqa: BLE001
                 if not is_operating_error(e):
                     log.exception("append to %s failed", tp)
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
         if waiting:
-            outcome = await self.delayed.wait_produce(
-                waiting, lambda tp, last: self._acks_all_status(tp, last), timeout_ms
-            )
+            outcome = await self.delayed.wait_produce(waiting, self._acks_all_status, timeout_ms)
             for tp, code in outcome.items():
                 if code != 0:
                     results[tp]["error"] = code
@@ -217,9 +215,13 @@ class ReplicaManager:
     def _known_partitions(self) -> set[tuple[str, int]]:
         return set(self.partitions)
 
-    def _acks_all_status(self, tp: tuple[str, int], last_offset: int) -> int | None:
+    def _acks_all_status(self, tp: tuple[str, int], appended: tuple[int, int]) -> int | None:
+        """None while waiting, else the code to answer with. A leader epoch that moved since
+        the append fails the request even if this broker leads again: the offsets may now
+        hold another leader's batches (guarantee 4)."""
+        last_offset, epoch = appended
         part = self.partitions.get(tp)
-        if part is None:
+        if part is None or part.leader_epoch != epoch:
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part.acks_all_status(last_offset, self.min_isr(tp[0]))
 
