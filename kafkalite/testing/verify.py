@@ -1,0 +1,193 @@
+"""Produce-consume-validate: the workload chaos tests and `bin/chaos` run under failures.
+
+A VerifyingProducer thread writes unique values with acks=all (idempotent) and records
+every acknowledgement (partition, offset). Afterwards `verify` reads each partition from
+its log start to the HW and checks guarantee 1 and 3 of DESIGN.md section 7: every
+acknowledged value is at its acknowledged offset, offsets are contiguous (none skipped or
+repeated), and no acknowledged value appears twice. `replica_logs_identical` checks
+guarantee 2 on the segment files of every replica.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+@dataclasses.dataclass
+class Acked:
+    partition: int
+    offset: int
+
+
+class VerifyingProducer(threading.Thread):
+    """Bounded in count and time; `stop()` then `join()`."""
+
+    def __init__(self, bootstrap: str, topic: str, *, count_max: int = 1_000_000, seconds_max: float = 600,
+                 rate_per_s: float = 2000, prefix: str = "v"):
+        super().__init__(daemon=True, name="verifying-producer")
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.count_max = count_max
+        self.seconds_max = seconds_max
+        self.rate_per_s = rate_per_s
+        self.prefix = prefix
+        self.acked: dict[bytes, Acked] = {}
+        self.failed: dict[bytes, str] = {}
+        self.sent = 0
+        self._halt = threading.Event()
+        self.lock = threading.Lock()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        p = Producer({
+            "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+            "message.timeout.ms": 60000, "linger.ms": 5, "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3,
+        })
+
+        def on_delivery(err, msg) -> None:
+            with self.lock:
+                if err is None:
+                    self.acked[msg.value()] = Acked(msg.partition(), msg.offset())
+                else:
+                    self.failed[msg.value()] = str(err)
+
+        start = time.monotonic()
+        interval = 1.0 / self.rate_per_s
+        next_at = start
+        while not self._halt.is_set() and self.sent < self.count_max and time.monotonic() - start < self.seconds_max:
+            value = f"{self.prefix}-{self.sent}".encode()
+            try:
+                p.produce(self.topic, value=value, key=value, on_delivery=on_delivery)
+                self.sent += 1
+            except BufferError:
+                p.poll(0.05)
+                continue
+            p.poll(0)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        p.flush(120)
+
+    def snapshot(self) -> tuple[int, int]:
+        with self.lock:
+            return len(self.acked), len(self.failed)
+
+
+@dataclasses.dataclass
+class Verdict:
+    ok: bool
+    acked: int
+    read: int
+    problems: list[str]
+
+    def summary(self) -> str:
+        state = "OK" if self.ok else "FAILED"
+        return f"{state}: {self.acked} acknowledged, {self.read} read back, {len(self.problems)} problems"
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
+    """Every record from the log start to the HW (ListOffsets latest at the start)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                  "enable.partition.eof": True, "log_level": 3})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        out: list[tuple[int, bytes]] = []
+        if high <= low:
+            return out
+        c.assign([TopicPartition(topic, partition, low)])
+        while time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                out.append((m.offset(), m.value()))
+            if out and out[-1][0] >= high - 1:
+                break
+        return [(o, v) for o, v in out if o < high]
+    finally:
+        c.close()
+
+
+def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked]) -> Verdict:
+    problems: list[str] = []
+    read = 0
+    where: dict[bytes, tuple[int, int]] = {}
+    for p in range(partitions):
+        records = read_partition(bootstrap, topic, p)
+        read += len(records)
+        offsets = [o for o, _ in records]
+        if offsets and offsets != list(range(offsets[0], offsets[0] + len(offsets))):
+            gaps = [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1][:5]
+            problems.append(f"partition {p}: offsets not contiguous, e.g. {gaps}")
+        for o, v in records:
+            if v in where and v in acked:
+                problems.append(f"acknowledged value {v!r} appears twice: {where[v]} and {(p, o)}")
+            where[v] = (p, o)
+    for v, a in acked.items():
+        got = where.get(v)
+        if got is None:
+            problems.append(f"LOST: acknowledged {v!r} at {a.partition}:{a.offset} is not in the log")
+        elif got != (a.partition, a.offset):
+            problems.append(f"MOVED: acknowledged {v!r} at {a.partition}:{a.offset} found at {got[0]}:{got[1]}")
+    return Verdict(not problems, len(acked), read, problems[:50])
+
+
+def _batches(path: str) -> list[tuple[int, int, bytes]]:
+    """(base offset, last offset, bytes) of every whole batch in a replica directory."""
+    out = []
+    for name in sorted(f for f in os.listdir(path) if f.endswith(".log")):
+        with open(os.path.join(path, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 61 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            end = pos + 12 + length
+            if length <= 0 or end > len(data):
+                break
+            last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+            out.append((base, base + last_delta, data[pos:end]))
+            pos = end
+    return out
+
+
+def replica_logs_identical(replica_dirs: list[str], hw: int) -> list[str]:
+    """Guarantee 2: below the HW every replica holds byte-identical batches."""
+    problems = []
+    views = {}
+    for d in replica_dirs:
+        views[d] = [(b, l, data) for b, l, data in _batches(d) if l < hw]
+    ref_dir, ref = next(iter(views.items()))
+    for d, batches in views.items():
+        if [x[2] for x in batches] != [x[2] for x in ref]:
+            first = next((i for i, (a, b) in enumerate(zip(batches, ref)) if a[2] != b[2]), min(len(batches), len(ref)))
+            problems.append(f"{d} differs from {ref_dir} below HW {hw} at batch #{first}")
+    return problems
+
+
+def partition_dirs(status: dict[str, Any], topic: str, partition: int, replicas: list[int]) -> list[str]:
+    out = []
+    for b in status["brokers"]:
+        if b["id"] in replicas:
+            for ld in b["log_dirs"]:
+                d = os.path.join(ld, f"{topic}-{partition}")
+                if os.path.isdir(d):
+                    out.append(d)
+    return out
