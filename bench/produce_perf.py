@@ -1,0 +1,282 @@
+"""Producer throughput and latency, in the spirit of Kafka's kafka-producer-perf-test.
+
+    .venv/bin/python bench/produce_perf.py --bootstrap HOST:PORT[,...] --topic T \\
+        [--num-records N] [--record-size 100] [--acks all|1] [--partitions 6] \\
+        [--replication-factor R] [--min-insync-replicas M] [--max-seconds 60]
+    .venv/bin/python bench/produce_perf.py --bootstrap ... --compare
+    .venv/bin/python bench/produce_perf.py --local 3 --compare   # starts and stops its own cluster
+
+One confluent-kafka (librdkafka) producer sends `--num-records` records of `--record-size`
+random (incompressible) bytes as fast as librdkafka's queue takes them; the run stops at
+that count or after `--max-seconds`, whichever comes first, and then waits (bounded) for
+the outstanding deliveries. Figures:
+
+  records/s, MB/s   delivered records (and value bytes, 1 MB = 2^20 bytes as in Kafka's tool)
+                    over the time from the first produce() to the last delivery report
+  p50/p95/p99/max   per-record latency from produce() to its delivery report
+                    (librdkafka's Message.latency(): includes time queued in the client,
+                    as Kafka's tool does)
+
+The topic is created if missing (`--partitions`, `--replication-factor`,
+`--min-insync-replicas`); an existing topic is used as it is. A short warm-up (not counted)
+fetches metadata and opens the connections first.
+
+`--compare` measures, in one run against a cluster of at least 3 brokers, on fresh topics
+of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, and prints a
+table plus the acks=all-RF3 / RF1 throughput ratio: the price of durable replication.
+
+Without `--bootstrap`, `--local N` starts a LocalCluster of N brokers (and its own
+ZooKeeper) in a temporary directory on free loopback ports and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+MB = 1 << 20
+PAYLOAD_POOL = 1024  # distinct random payloads, cycled (random per record would cost more than the send)
+WARMUP_RECORDS = 1000
+FLUSH_GRACE_S = 30.0  # after the time cap, how long outstanding deliveries may still take
+TOPIC_READY_TIMEOUT_S = 60.0
+COMPARE_PARTITIONS = 6
+
+
+# -- cluster and topic --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def bootstrap_servers(args: argparse.Namespace) -> Iterator[str]:
+    """`--bootstrap` as given, or a LocalCluster of `--local` brokers for the duration."""
+    if args.bootstrap:
+        yield args.bootstrap
+        return
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    brokers = args.local
+    ports = free_ports(3 * brokers + 1)
+    triples = [(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(brokers)]
+    with tempfile.TemporaryDirectory(prefix="kafkalite-bench-") as tmp:
+        cluster = LocalCluster(tmp, brokers=brokers, zk_port=ports[-1], ports=triples,
+                               overrides={"log.level": "WARNING", "auto.leader.rebalance.enable": False})
+        # SIGTERM/SIGINT unwind through `finally` so the processes we started are stopped.
+        previous = signal.signal(signal.SIGTERM, _raise_exit)
+        try:
+            status = cluster.up()
+            print(f"# local cluster: {brokers} broker(s) at {status['bootstrap']} in {tmp}", file=sys.stderr)
+            yield status["bootstrap"]
+        finally:
+            cluster.down()
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def broker_count(boot: str) -> int:
+    return len(AdminClient({"bootstrap.servers": boot}).list_topics(timeout=30).brokers)
+
+
+def ensure_topic(boot: str, topic: str, partitions: int, replication_factor: int, min_insync_replicas: int | None) -> int:
+    """Create the topic unless it exists; wait until every partition has a leader; return
+    the partition count."""
+    admin = AdminClient({"bootstrap.servers": boot})
+    config = {} if min_insync_replicas is None else {"min.insync.replicas": str(min_insync_replicas)}
+    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=config)])[topic]
+    try:
+        future.result(timeout=TOPIC_READY_TIMEOUT_S)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+        print(f"# topic {topic} exists; using it as it is", file=sys.stderr)
+    deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions and all(p.leader >= 0 for p in meta.partitions.values()):
+            return len(meta.partitions)
+        time.sleep(0.1)
+    raise SystemExit(f"topic {topic}: partitions without a leader after {TOPIC_READY_TIMEOUT_S:.0f} s")
+
+
+# -- the measurement ----------------------------------------------------------------------
+
+@dataclass
+class Result:
+    label: str
+    records: int
+    failed: int
+    seconds: float
+    records_per_s: float
+    mb_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+    capped: bool  # stopped by --max-seconds before --num-records
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, acks: str, max_seconds: float,
+                 label: str, extra: dict | None = None) -> Result:
+    config = {
+        "bootstrap.servers": boot, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
+        "enable.idempotence": acks == "all", "message.timeout.ms": int((max_seconds + FLUSH_GRACE_S) * 1000),
+    }
+    config.update(extra or {})
+    producer = Producer(config)
+    payloads = [os.urandom(record_size) for _ in range(PAYLOAD_POOL)]
+
+    warm_errors: list = []
+    for i in range(WARMUP_RECORDS):
+        producer.produce(topic, payloads[i % PAYLOAD_POOL], on_delivery=lambda err, msg: err and warm_errors.append(err))
+    producer.flush(TOPIC_READY_TIMEOUT_S)
+    if warm_errors:
+        raise SystemExit(f"{label}: warm-up failed: {warm_errors[0]}")
+
+    latencies: list[float] = []
+    failures: list = []
+    last_delivery = [0.0]
+
+    def on_delivery(err, msg):
+        last_delivery[0] = time.perf_counter()
+        if err is None:
+            latencies.append(msg.latency())
+        else:
+            failures.append(err)
+
+    produce, poll = producer.produce, producer.poll
+    start = time.perf_counter()
+    deadline = start + max_seconds
+    sent = 0
+    capped = False
+    while sent < num_records:
+        try:
+            produce(topic, payloads[sent % PAYLOAD_POOL], on_delivery=on_delivery)
+            sent += 1
+        except BufferError:  # librdkafka's queue is full: serve delivery reports, retry
+            poll(0.01)
+            if time.perf_counter() > deadline:
+                capped = True
+                break
+            continue
+        if sent % 1000 == 0:
+            poll(0)
+            if time.perf_counter() > deadline:
+                capped = True
+                break
+    left = producer.flush(FLUSH_GRACE_S)
+    elapsed = max(last_delivery[0] - start, 1e-9)
+    if left:
+        print(f"# {label}: {left} records still undelivered after {FLUSH_GRACE_S:.0f} s; not counted", file=sys.stderr)
+    if failures:
+        print(f"# {label}: {len(failures)} failed deliveries, first: {failures[0]}", file=sys.stderr)
+    latencies.sort()
+    ms = 1000.0
+    return Result(label=label, records=len(latencies), failed=len(failures), seconds=elapsed,
+                  records_per_s=len(latencies) / elapsed, mb_per_s=len(latencies) * record_size / MB / elapsed,
+                  p50_ms=percentile(latencies, 0.50) * ms, p95_ms=percentile(latencies, 0.95) * ms,
+                  p99_ms=percentile(latencies, 0.99) * ms, max_ms=(latencies[-1] if latencies else float("nan")) * ms,
+                  capped=capped)
+
+
+# -- output -------------------------------------------------------------------------------
+
+HEADER = f"{'scenario':<34} {'records':>9} {'records/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+
+
+def row(r: Result) -> str:
+    note = " (time cap)" if r.capped else ""
+    note += f" ({r.failed} failed)" if r.failed else ""
+    return (f"{r.label:<34} {r.records:>9} {r.records_per_s:>10.0f} {r.mb_per_s:>7.2f} {r.p50_ms:>8.1f} "
+            f"{r.p95_ms:>8.1f} {r.p99_ms:>8.1f} {r.max_ms:>8.1f}{note}")
+
+
+def single(args: argparse.Namespace, boot: str) -> list[Result]:
+    rf = args.replication_factor or min(3, broker_count(boot))
+    ensure_topic(boot, args.topic, args.partitions, rf, args.min_insync_replicas)
+    label = f"{args.topic} acks={args.acks}"
+    return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
+                         acks=args.acks, max_seconds=args.max_seconds, label=label)]
+
+
+COMPARE_SCENARIOS = (
+    # (label, replication factor, min.insync.replicas, acks)
+    ("RF3 acks=all min.insync=2", 3, 2, "all"),
+    ("RF3 acks=1", 3, 1, "1"),
+    ("RF1 acks=1", 1, 1, "1"),
+)
+
+
+def compare(args: argparse.Namespace, boot: str) -> list[Result]:
+    brokers = broker_count(boot)
+    if brokers < 3:
+        raise SystemExit(f"--compare needs a cluster of at least 3 brokers; this one has {brokers}")
+    run_id = time.strftime("%Y%m%d%H%M%S")
+    results = []
+    for label, rf, min_isr, acks in COMPARE_SCENARIOS:
+        topic = f"{args.topic}-rf{rf}-acks{acks}-{run_id}"
+        ensure_topic(boot, topic, COMPARE_PARTITIONS, rf, min_isr)
+        results.append(run_producer(boot, topic, num_records=args.num_records, record_size=args.record_size,
+                                    acks=acks, max_seconds=args.max_seconds, label=label))
+        print(row(results[-1]), file=sys.stderr)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap", help="bootstrap servers of a running cluster")
+    where.add_argument("--local", type=int, metavar="N", help="start a local cluster of N brokers for this run")
+    parser.add_argument("--topic", default="perf-produce", help="topic (with --compare: the prefix of the fresh topics)")
+    parser.add_argument("--num-records", type=int, default=500_000)
+    parser.add_argument("--record-size", type=int, default=100, help="value bytes per record (no key)")
+    parser.add_argument("--acks", choices=["all", "1"], default="all")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--replication-factor", type=int, default=None, help="default: min(3, brokers)")
+    parser.add_argument("--min-insync-replicas", type=int, default=None, help="topic config; default: the broker's")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="stop producing after this long (per scenario)")
+    parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 (needs >= 3 brokers)")
+    parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    args = parser.parse_args(argv)
+    if args.local is not None and args.local < 1:
+        parser.error("--local needs at least 1 broker")
+    if args.num_records < 1 or args.record_size < 1 or args.max_seconds <= 0:
+        parser.error("--num-records, --record-size and --max-seconds must be positive")
+
+    with bootstrap_servers(args) as boot:
+        results = compare(args, boot) if args.compare else single(args, boot)
+    print(f"# {args.record_size}-byte records, confluent-kafka {__import__('confluent_kafka').version()} "
+          f"(librdkafka {__import__('confluent_kafka').libversion()[0]})")
+    print(HEADER)
+    for r in results:
+        print(row(r))
+    if args.compare:
+        ratio = results[0].records_per_s / results[2].records_per_s
+        print(f"throughput ratio RF3 acks=all / RF1 acks=1: {ratio:.2f}")
+    if args.json:
+        print(json.dumps([asdict(r) for r in results]))
+    return 0 if all(r.failed == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
