@@ -2,12 +2,13 @@
 
     .venv/bin/python bench/produce_perf.py --bootstrap HOST:PORT[,...] --topic T \\
         [--num-records N] [--record-size 100] [--acks all|1] [--partitions 6] \\
-        [--replication-factor R] [--min-insync-replicas M] [--max-seconds 60]
+        [--replication-factor R] [--min-insync-replicas M] [--max-seconds 60] [--throughput -1]
     .venv/bin/python bench/produce_perf.py --bootstrap ... --compare
     .venv/bin/python bench/produce_perf.py --local 3 --compare   # starts and stops its own cluster
 
 One confluent-kafka (librdkafka) producer sends `--num-records` records of `--record-size`
-random (incompressible) bytes as fast as librdkafka's queue takes them; the run stops at
+random (incompressible) bytes as fast as librdkafka's queue takes them (or at
+`--throughput` records/s, as Kafka's tool does, to see latency below saturation); it stops at
 that count or after `--max-seconds`, whichever comes first, and then waits (bounded) for
 the outstanding deliveries. Figures:
 
@@ -53,6 +54,7 @@ WARMUP_RECORDS = 1000
 FLUSH_GRACE_S = 30.0  # after the time cap, how long outstanding deliveries may still take
 TOPIC_READY_TIMEOUT_S = 60.0
 COMPARE_PARTITIONS = 6
+THROTTLE_EVERY = 100  # records between delivery-report polls / --throughput checks
 
 
 # -- cluster and topic --------------------------------------------------------------------
@@ -136,7 +138,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, acks: str, max_seconds: float,
-                 label: str, extra: dict | None = None) -> Result:
+                 label: str, throughput: float = -1, extra: dict | None = None) -> Result:
     config = {
         "bootstrap.servers": boot, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
@@ -179,11 +181,14 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
                 capped = True
                 break
             continue
-        if sent % 1000 == 0:
+        if sent % THROTTLE_EVERY == 0:
             poll(0)
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if now > deadline:
                 capped = True
                 break
+            if throughput > 0 and start + sent / throughput > now:  # ahead of --throughput: wait
+                poll(start + sent / throughput - now)
     left = producer.flush(FLUSH_GRACE_S)
     elapsed = max(last_delivery[0] - start, 1e-9)
     if left:
@@ -216,7 +221,7 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
     ensure_topic(boot, args.topic, args.partitions, rf, args.min_insync_replicas)
     label = f"{args.topic} acks={args.acks}"
     return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
-                         acks=args.acks, max_seconds=args.max_seconds, label=label)]
+                         acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput)]
 
 
 COMPARE_SCENARIOS = (
@@ -237,7 +242,7 @@ def compare(args: argparse.Namespace, boot: str) -> list[Result]:
         topic = f"{args.topic}-rf{rf}-acks{acks}-{run_id}"
         ensure_topic(boot, topic, COMPARE_PARTITIONS, rf, min_isr)
         results.append(run_producer(boot, topic, num_records=args.num_records, record_size=args.record_size,
-                                    acks=acks, max_seconds=args.max_seconds, label=label))
+                                    acks=acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput))
         print(row(results[-1]), file=sys.stderr)
     return results
 
@@ -255,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replication-factor", type=int, default=None, help="default: min(3, brokers)")
     parser.add_argument("--min-insync-replicas", type=int, default=None, help="topic config; default: the broker's")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="stop producing after this long (per scenario)")
+    parser.add_argument("--throughput", type=float, default=-1,
+                        help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
     parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 (needs >= 3 brokers)")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = parser.parse_args(argv)
