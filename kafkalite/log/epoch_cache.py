@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 class LeaderEpochCache:
     def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None) -> None:
+        self.dirty = False
         self.path = path  # None: in memory only (tests)
         self._epochs: list[int] = []
         self._offsets: list[int] = []
@@ -52,7 +53,17 @@ class LeaderEpochCache:
         self._offsets.append(offset)
 
     def _flush(self) -> None:
-        if self.path is not None:
+        # Deferred (as Kafka does since KAFKA-15046): an fsync'd checkpoint per leadership
+        # change would cost seconds when thousands of partitions change leader at once.
+        # Log.flush() persists it before the recovery point passes any batch of a new
+        # epoch, and recovery rebuilds epochs from the batches after the recovery point, so
+        # a crash loses only entries that no flushed batch depends on.
+        self.dirty = True
+
+    def persist(self) -> None:
+        """Write the checkpoint if it changed (temp file, fsync, rename, fsync dir)."""
+        if self.dirty and self.path is not None:
+            self.dirty = False
             checkpoint.write_epochs(self.path, self.epoch_entries())
 
     # ------------------------------------------------------------------ queries

@@ -503,6 +503,7 @@ class Log:
         thread does not append, truncate, roll, delete or close this log (the shell's
         guarantee)."""
         leo = self._leo
+        self.leader_epoch_cache.persist()  # before the recovery point passes a new epoch's batches
         for segment in list(self._segments):
             if segment.unflushed:
                 segment.flush()
@@ -516,6 +517,7 @@ class Log:
         self.recovery_point = max(self.recovery_point, leo)
 
     def close(self) -> None:
+        self.leader_epoch_cache.persist()
         for segment in self._segments:
             segment.close()
 
