@@ -1,0 +1,15 @@
+"""Seeded, deterministic simulation of a kafkalite cluster (STYLE habit 13, TigerBeetle's
+VOPR as the model): several brokers and the controller role over an in-memory network,
+disk and ZooKeeper, on a virtual clock, driving the real core state machines, with the
+guarantees of DESIGN section 7 checked after every step."""
+
+from kafkalite.testing.sim.config import SimConfig
+from kafkalite.testing.sim.runner import (
+    Simulation,
+    SimResult,
+    SimulationFailure,
+    config_for_seed,
+    run_simulation,
+)
+
+__all__ = ["SimConfig", "SimResult", "Simulation", "SimulationFailure", "config_for_seed", "run_simulation"]

@@ -1,0 +1,59 @@
+"""Configuration of one simulated run (all durations in virtual ms)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    brokers: int = 3
+    partitions: int = 2
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+
+    # Timers.
+    tick_ms: int = 20  # broker housekeeping: ZK heartbeat, ISR shrink, purgatory, retries
+    zk_session_timeout_ms: int = 200
+    replica_lag_time_max_ms: int = 150
+    fetch_backoff_ms: int = 10
+    request_timeout_ms: int = 120
+    produce_timeout_ms: int = 400
+    leader_and_isr_retry_ms: int = 100
+    controlled_shutdown_retries_max: int = 3
+
+    # Network.
+    net_delay_ms_max: int = 12
+    net_drop_probability: float = 0.02
+    net_duplicate_probability: float = 0.02  # idempotent RPCs only (LeaderAndIsr, AlterIsr)
+
+    # Disk: "always" (every append fsync'd) or "random" (random flush points; a crash
+    # loses the unflushed suffix, so the fault injector keeps within the failure budget).
+    flush_mode: str = "always"
+    flush_probability_per_tick: float = 0.3
+
+    # Faults injected by the random schedule (probability per step).
+    fault_probability: float = 0.02
+    down_brokers_max: int = 1  # crashed, paused, shut down or isolated at once
+    fault_duration_ms_max: int = 600
+
+    # Clients.
+    produce_interval_ms_max: int = 25
+    produce_inflight_max: int = 4
+    consume_interval_ms_max: int = 40
+    fetch_records_max: int = 8
+
+    # Controller failover elects away from ISR members that re-registered after the
+    # partition state was written (see SimController._elect_away_from_bounced).
+    failover_detects_bounced_brokers: bool = True
+
+    # Deliberately broken variants, to show the checker can fail.
+    bug_truncate_to_hw: bool = False  # seed section C's "truncate to HW" instead of KIP-101
+
+    def __post_init__(self) -> None:
+        assert self.brokers >= self.replication_factor >= 1
+        assert 1 <= self.min_insync_replicas <= self.replication_factor
+        assert self.flush_mode in ("always", "random")
+        assert self.replica_lag_time_max_ms > self.tick_ms
+        assert self.zk_session_timeout_ms > self.tick_ms
