@@ -177,13 +177,24 @@ class LocalCluster:
                     raise ClusterError(f"broker {b['id']} exited during start-up; see {b['log']}:\n{_tail(b['log'])}")
             try:
                 registered, controller = self._zk_view()
-                if want <= registered and controller is not None:
+                if want <= registered and controller is not None and self._metadata_knows(want, registered):
                     return
                 last = f"registered {sorted(registered)}, controller {controller}"
             except Exception as e:  # noqa: BLE001 - ZooKeeper still starting
                 last = str(e)
             time.sleep(0.1)
         raise ClusterError(f"cluster not ready after {timeout_s:.0f} s ({last})")
+
+    def _metadata_knows(self, want: set[int], registered: set[int]) -> bool:
+        """Every wanted broker has heard from the controller about every registered broker."""
+        from kafkalite.testing.probes import broker_state
+
+        for b in self.state["brokers"]:
+            if b["id"] in want:
+                known = {x["id"] for x in broker_state(b["admin_port"], timeout_s=2)["metadata"]["brokers"]}
+                if not registered <= known:
+                    return False
+        return True
 
     def _zk_view(self) -> tuple[set[int], int | None]:
         from kazoo.client import KazooClient

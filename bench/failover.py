@@ -1,0 +1,210 @@
+"""Failover benchmark: how long until every partition of a failed broker is led elsewhere
+and accepts writes, and how long a controlled shutdown takes (seed discussion: "10K
+partitions at 4 ms per ZooKeeper write could take 40 secs"; batching with multi is the fix).
+
+For each partition count (RF 3 over 3 brokers) it starts a fresh local cluster, creates the
+topic, waits for full ISRs, then:
+  1. kill -9 a broker that is not the controller; the clock starts when its ZooKeeper
+     registration disappears (session expiry) and stops when every partition it led has a
+     new leader that accepted an acks=1 write (one record per partition, batched per leader);
+  2. restarts it, waits for full ISRs, moves leadership back to the preferred replicas, then
+     SIGTERMs a non-controller broker leading about a third of the partitions and measures
+     the time until all its partitions are led elsewhere and accept writes, and until the
+     process exits.
+
+    .venv/bin/python bench/failover.py --partitions 1 1000 10000
+
+Prints one row per partition count. Bounded: every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from kazoo.client import KazooClient  # noqa: E402
+
+from kafkalite.cli.admin_client import AdminClient  # noqa: E402
+from kafkalite.log.records import encode_batch  # noqa: E402
+from kafkalite.protocol.codec import decode_response, encode_request  # noqa: E402
+from kafkalite.protocol.schema import ApiKey  # noqa: E402
+from kafkalite.testing.cluster import LocalCluster, wait_pid_exit  # noqa: E402
+from kafkalite.testing.ports import free_ports  # noqa: E402
+
+TOPIC = "failover"
+DEADLINE_S = 300
+
+
+def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.02):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def leaders(admin: AdminClient) -> dict[int, tuple[int, list[int], list[int]]]:
+    md = admin.metadata([TOPIC])
+    t = md.topics.get(TOPIC)
+    if t is None:
+        return {}
+    return {p.partition: (p.leader, p.isr, p.replicas) for p in t.partitions}
+
+
+def fully_replicated(admin: AdminClient, n: int) -> bool:
+    try:
+        ls = leaders(admin)
+    except Exception:  # noqa: BLE001 - brokers restarting
+        return False
+    return len(ls) == n and all(l >= 0 and len(isr) == 3 for l, isr, _ in ls.values())
+
+
+def produce_one_each(cluster: LocalCluster, assignment: dict[int, int]) -> set[int]:
+    """One acks=1 record to every partition, one Produce per leader; the partitions that failed."""
+    import socket
+    import struct
+
+    failed: set[int] = set()
+    record = encode_batch([(None, b"x", ())])
+    by_leader: dict[int, list[int]] = {}
+    for p, leader in assignment.items():
+        by_leader.setdefault(leader, []).append(p)
+    for leader, parts in by_leader.items():
+        b = cluster.broker(leader)
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
+                "topic_data": [{"name": TOPIC, "partition_data": [{"index": p, "records": record} for p in parts]}]}
+        try:
+            with socket.create_connection(("127.0.0.1", b["port"]), timeout=30) as s:
+                s.sendall(encode_request(ApiKey.PRODUCE, 7, 1, "bench", body))
+                head = s.recv(4, socket.MSG_WAITALL)
+                (size,) = struct.unpack(">i", head)
+                data = b""
+                while len(data) < size:
+                    data += s.recv(size - len(data))
+            _, resp = decode_response(ApiKey.PRODUCE, 7, data)
+            for pr in resp["responses"][0]["partition_responses"]:
+                if pr["error_code"] != 0:
+                    failed.add(pr["index"])
+        except OSError:
+            failed.update(parts)
+    return failed
+
+
+def time_until_writable(cluster: LocalCluster, admin: AdminClient, affected: set[int], gone: int, start: float) -> float:
+    pending = set(affected)
+    deadline = start + DEADLINE_S
+    while pending and time.monotonic() < deadline:
+        try:
+            ls = leaders(admin)
+        except Exception:  # noqa: BLE001
+            time.sleep(0.02)
+            continue
+        ready = {p: ls[p][0] for p in pending if p in ls and ls[p][0] not in (-1, gone)}
+        if ready:
+            failed = produce_one_each(cluster, ready)
+            pending -= set(ready) - failed
+        if pending:
+            time.sleep(0.02)
+    if pending:
+        raise TimeoutError(f"{len(pending)} partitions never became writable")
+    return time.monotonic() - start
+
+
+def run(partitions: int, workdir: str) -> dict:
+    ports = free_ports(9)
+    zk_port = free_ports(1)[0]
+    cluster = LocalCluster(os.path.join(workdir, f"p{partitions}"), brokers=3, zk_port=zk_port,
+                           ports=[tuple(ports[i * 3 : i * 3 + 3]) for i in range(3)],
+                           overrides={"zookeeper.session.timeout.ms": 6000, "log.level": "WARNING",
+                                      "auto.leader.rebalance.enable": "false", "request.timeout.ms": 120000})
+    out: dict = {"partitions": partitions}
+    try:
+        status = cluster.up()
+        admin = AdminClient(status["bootstrap"], request_timeout_ms=180000)
+        t0 = time.monotonic()
+        admin.create_topic(TOPIC, partitions, 3)
+        wait_for(lambda: fully_replicated(admin, partitions), DEADLINE_S, "topic fully replicated", 0.5)
+        out["create_s"] = time.monotonic() - t0
+        controller = admin.metadata().controller_id
+        ls = leaders(admin)
+        victim = max((b for b in (1, 2, 3) if b != controller), key=lambda b: sum(1 for l, _, _ in ls.values() if l == b))
+        affected = {p for p, (l, _, _) in ls.items() if l == victim}
+        out["victim_is_controller"] = False
+        if not affected:  # e.g. one partition led by the controller: then the controller it is
+            victim = ls[0][0]
+            affected = {p for p, (l, _, _) in ls.items() if l == victim}
+            out["victim_is_controller"] = True
+        out["led_by_victim"] = len(affected)
+
+        # 1. kill -9; the clock starts when the registration znode goes away.
+        zk = KazooClient(hosts=status["zookeeper"]["connect"], timeout=10)
+        zk.start(timeout=10)
+        gone = threading.Event()
+        removed_at: list[float] = []
+
+        def watch(event=None):
+            if not zk.exists(f"/brokers/ids/{victim}", watch=watch):
+                if not gone.is_set():
+                    removed_at.append(time.monotonic())
+                    gone.set()
+
+        watch()
+        killed_at = time.monotonic()
+        cluster.kill(victim, "KILL")
+        if not gone.wait(60):
+            raise TimeoutError("registration never disappeared")
+        start = removed_at[0]
+        out["session_expiry_s"] = start - killed_at
+        out["failover_s"] = time_until_writable(cluster, admin, affected, victim, start)
+        zk.stop()
+        zk.close()
+
+        # 2. Controlled shutdown of a broker leading about a third.
+        cluster.start(victim)
+        wait_for(lambda: fully_replicated(admin, partitions), DEADLINE_S, "ISR full again", 0.5)
+        admin.elect_preferred_leaders(None)
+        wait_for(lambda: sum(1 for l, _, _ in leaders(admin).values() if l == victim) >= partitions // 3, 120, "preferred leaders back", 0.2)
+        ls = leaders(admin)
+        affected = {p for p, (l, _, _) in ls.items() if l == victim}
+        out["led_at_shutdown"] = len(affected)
+        pid = cluster.broker(victim)["pid"]
+        start = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        out["controlled_moved_s"] = time_until_writable(cluster, admin, affected, victim, start)
+        wait_pid_exit(pid, 120)
+        out["controlled_exit_s"] = time.monotonic() - start
+        admin.close()
+    finally:
+        cluster.down()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="broker failover and controlled shutdown timings")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1, 1000, 10000])
+    ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    args = ap.parse_args()
+    workdir = args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-")
+    print(f"{'partitions':>10} {'create':>8} {'led':>6} {'expiry':>8} {'failover':>9} {'led@TERM':>9} {'moved':>8} {'exited':>8}")
+    for n in args.partitions:
+        r = run(n, workdir)
+        print(f"{r['partitions']:>10} {r['create_s']:>7.1f}s {r['led_by_victim']:>6} {r['session_expiry_s']:>7.2f}s "
+              f"{r['failover_s']:>8.3f}s{'*' if r['victim_is_controller'] else ' '}{r['led_at_shutdown']:>8} {r['controlled_moved_s']:>7.3f}s {r['controlled_exit_s']:>7.2f}s",
+              flush=True)
+    print("* the only leader was the controller, so that failover includes electing a new controller")
+    print("failover: from the dead broker's ZooKeeper registration vanishing to every partition it led accepting a write")
+    print("moved: from SIGTERM to every partition the broker led accepting a write elsewhere; exited: until the process ended")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
