@@ -1,105 +1,119 @@
-"""The asyncio side of the purgatories: futures parked on partitions.
+"""The asyncio side of the purgatories (DESIGN.md section 5, "Purgatory").
 
-Which operation is complete is decided synchronously (a status function per partition,
-evaluated on the loop thread whenever a partition's HW, LEO or role moves); this module only
-parks and wakes coroutines. Bounded: past `size_max` parked operations new ones are refused
-with REQUEST_TIMED_OUT-free back-pressure (they complete at once with their current status).
+Which delayed operation is complete, expired or cancelled is decided by the pure
+kafkalite.core.purgatory (Purgatory, DelayedProduce); this module only parks a future per
+operation, wakes the purgatory when a partition's HW, LEO or role moved (`wake`), and runs
+one timer that polls it at its next deadline. Both purgatories are bounded: past
+`size_max` a new produce is answered at once (REQUEST_TIMED_OUT for what is not done) and a
+new fetch returns what it has.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+import itertools
+import time
+from typing import Any, Callable, Hashable
 
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.core.codes import PurgatoryFullError
+from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
 
 TP = tuple[str, int]
 
 
-class _Waiter:
-    __slots__ = ("keys", "future", "check")
-
-    def __init__(self, keys: list[TP], future: asyncio.Future, check: Callable[[], bool]):
-        self.keys = keys
-        self.future = future
-        self.check = check
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class DelayedOperations:
-    def __init__(self, size_max: int):
-        self.size_max = size_max
-        self._by_key: dict[TP, set[_Waiter]] = {}
-        self.produce_waiting = 0
-        self.fetch_waiting = 0
+    def __init__(self, size_max: int, lookup: Callable[[TP], Any]):
+        """`lookup(tp)` gives the core PartitionReplicaState of a local replica, or None."""
+        self.lookup = lookup
+        self.produce = Purgatory[int](size_max)
+        self.fetch = Purgatory[int](size_max)
+        self._ids = itertools.count(1)
+        self._futures: dict[int, asyncio.Future] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at_ms: int | None = None
 
     @property
-    def size(self) -> int:
-        return self.produce_waiting + self.fetch_waiting
+    def produce_waiting(self) -> int:
+        return self.produce.size
 
-    def _park(self, keys: list[TP], check: Callable[[], bool]) -> _Waiter:
-        w = _Waiter(keys, asyncio.get_running_loop().create_future(), check)
-        for k in keys:
-            self._by_key.setdefault(k, set()).add(w)
-        return w
+    @property
+    def fetch_waiting(self) -> int:
+        return self.fetch.size
 
-    def _unpark(self, w: _Waiter) -> None:
-        for k in w.keys:
-            s = self._by_key.get(k)
-            if s is not None:
-                s.discard(w)
-                if not s:
-                    del self._by_key[k]
-
+    # -- waking -----------------------------------------------------------------------------
     def wake(self, key: TP) -> None:
-        """Re-check every operation parked on `key`; complete those that are done (once)."""
-        for w in list(self._by_key.get(key, ())):
-            if not w.future.done() and w.check():
-                w.future.set_result(None)
+        """The HW, LEO or role of `key` moved: complete whatever is now complete (once)."""
+        for op_id in self.produce.check_and_complete(key) + self.fetch.check_and_complete(key):
+            self._resolve(op_id)
 
-    def fail_key(self, key: TP, code: int) -> None:
-        self.wake(key)
+    def _resolve(self, op_id: int) -> None:
+        fut = self._futures.pop(op_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
-    async def wait_produce(
-        self, waiting: dict[TP, Any], status: Callable[[TP, Any], int | None], timeout_ms: int
-    ) -> dict[TP, int]:
-        """acks=all: wait until every partition's status is decided or the timeout passes."""
-        outcome: dict[TP, int] = {}
+    def _arm_timer(self) -> None:
+        deadlines = [d for d in (self.produce.next_deadline_ms, self.fetch.next_deadline_ms) if d is not None]
+        if not deadlines:
+            return
+        at = min(deadlines)
+        if self._timer is not None and self._timer_at_ms is not None and self._timer_at_ms <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at_ms = at
+        self._timer = asyncio.get_running_loop().call_later(max(at - now_ms(), 0) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at_ms = None
+        t = now_ms()
+        for op_id in self.produce.poll(t) + self.fetch.poll(t):
+            self._resolve(op_id)
+        self._arm_timer()
+
+    async def _park(self, purgatory: Purgatory, keys: list[Hashable], deadline_ms: int, check: Callable[[], bool]) -> None:
+        op_id = next(self._ids)
+        if purgatory.add(op_id, keys, deadline_ms, check):
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[op_id] = fut
+        self._arm_timer()
+        try:
+            await fut
+        finally:  # cancelled (client gone, broker stopping): end it in the purgatory too
+            self._futures.pop(op_id, None)
+            purgatory.cancel(op_id)
+
+    # -- the two kinds ----------------------------------------------------------------------
+    async def wait_produce(self, statuses: dict[TP, ProducePartitionStatus], timeout_ms: int) -> dict[TP, int]:
+        """acks=all: until the HW passes every batch, the leader epoch moves, or timeout."""
+        op = DelayedProduce(statuses)
 
         def check() -> bool:
-            for tp, last in waiting.items():
-                if tp not in outcome:
-                    code = status(tp, last)
-                    if code is not None:
-                        outcome[tp] = code
-            return len(outcome) == len(waiting)
+            return op.try_complete(self.lookup)
 
-        if check() or self.size >= self.size_max:
-            return self._finish(waiting, outcome)
-        w = self._park(list(waiting), check)
-        self.produce_waiting += 1
         try:
-            await asyncio.wait_for(asyncio.shield(w.future), timeout_ms / 1000)
-        except asyncio.TimeoutError:
+            await self._park(self.produce, list(statuses), now_ms() + timeout_ms, check)
+        except PurgatoryFullError:
             pass
-        finally:
-            self.produce_waiting -= 1
-            self._unpark(w)
-        return self._finish(waiting, outcome)
+        if not all(s.done for s in op.partitions.values()):
+            op.on_expiration()  # expired (or refused at the bound): the rest time out
+        return {tp: int(code) for tp, code in op.result().items()}
 
-    @staticmethod
-    def _finish(waiting: dict[TP, Any], outcome: dict[TP, int]) -> dict[TP, int]:
-        return {tp: outcome.get(tp, int(ErrorCode.REQUEST_TIMED_OUT)) for tp in waiting}
+    async def wait_fetch(self, keys: list[TP], max_wait_ms: float) -> None:
+        """Until any of `keys` changes (data, HW, role) or max_wait passes. The caller
+        already tried once, so the purgatory's own first try reports "not yet"."""
+        tries = itertools.count()
 
-    async def wait_fetch(self, keys: list[TP], max_wait_ms: int) -> None:
-        """Wait until any of `keys` changes (new data, HW move, role change) or max_wait."""
-        if self.size >= self.size_max:
+        def check() -> bool:
+            return next(tries) > 0
+
+        try:
+            await self._park(self.fetch, list(keys), now_ms() + int(max_wait_ms), check)
+        except PurgatoryFullError:
             return
-        w = self._park(keys, lambda: True)
-        self.fetch_waiting += 1
-        try:
-            await asyncio.wait_for(asyncio.shield(w.future), max_wait_ms / 1000)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            self.fetch_waiting -= 1
-            self._unpark(w)
+

@@ -123,13 +123,6 @@ class Partition:
             return False
         return self.state.maybe_increment_hw(self.leo)
 
-    def acks_all_status(self, last_offset: int, min_isr: int) -> int | None:
-        """None while waiting; else the error code to answer an acks=all produce with."""
-        done, code = self.state.check_enough_replicas_reach_offset(last_offset + 1, min_isr)
-        if not done and code == 0:
-            return None
-        return int(code)
-
     # -- leader: follower fetch ---------------------------------------------------------
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> tuple[bool, AlterIsrItem | None]:
         res = self.state.update_follower_fetch(replica_id, fetch_offset, self.leo, now_ms)

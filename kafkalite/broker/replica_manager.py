@@ -20,6 +20,7 @@ from typing import Any, Callable
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import error_code_for, fail, is_operating_error
 from kafkalite.broker.partition import Partition
+from kafkalite.core.purgatory import ProducePartitionStatus
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
 from kafkalite.core.truncation import diverging_epoch_check
 from kafkalite.log.config import LogConfig
@@ -56,7 +57,7 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.topic_configs: dict[str, dict[str, str]] = {}
-        self.delayed = DelayedOperations(settings["purgatory.max.size"])
+        self.delayed = DelayedOperations(settings["purgatory.max.size"], self._replica_state)
         self.fetchers: Any = None  # set by the broker: kafkalite.broker.fetcher.FetcherManager
         self.alter_isr_sink: Callable[[AlterIsrItem], None] = lambda item: None
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
@@ -169,7 +170,7 @@ class ReplicaManager:
         part = self.partitions.pop(tp, None)
         if part is not None:
             part.listeners.clear()
-            self.delayed.fail_key(tp, int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            self.delayed.wake(tp)  # waiting produces and fetches learn it is gone
         if delete:
             self._hw_checkpoint.pop(tp, None)
             if self.logs.get(*tp) is not None:
@@ -180,7 +181,7 @@ class ReplicaManager:
         """Append to local leaders; with acks=all wait until the HW passes every batch."""
         t = now_ms()
         results: dict[tuple[str, int], dict[str, Any]] = {}
-        waiting: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (last offset, leader epoch at append)
+        waiting: dict[tuple[str, int], ProducePartitionStatus] = {}
         for topic, p, records in entries:
             tp = (topic, p)
             part = self.partitions.get(tp)
@@ -195,18 +196,20 @@ class ReplicaManager:
                     first, last = dup
                     results[tp] = {"error": 0, "base_offset": first, "log_start_offset": part.log_start_offset}
                     if acks == -1:
-                        waiting[tp] = (last, part.leader_epoch)
+                        waiting[tp] = ProducePartitionStatus(last, part.leader_epoch, self.min_isr(topic))
                     continue
                 results[tp] = {"error": 0, "base_offset": result.first_offset, "log_start_offset": part.log_start_offset}
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
-                    waiting[tp] = (result.last_offset, part.leader_epoch)
+                    waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
             except Exception as e:  # noqa: BLE001
                 if not is_operating_error(e):
                     log.exception("append to %s failed", tp)
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
         if waiting:
-            outcome = await self.delayed.wait_produce(waiting, self._acks_all_status, timeout_ms)
+            # The core's DelayedProduce fails a partition whose leader epoch moved since the
+            # append, even if this broker leads again (guarantee 4).
+            outcome = await self.delayed.wait_produce(waiting, timeout_ms)
             for tp, code in outcome.items():
                 if code != 0:
                     results[tp]["error"] = code
@@ -215,15 +218,9 @@ class ReplicaManager:
     def _known_partitions(self) -> set[tuple[str, int]]:
         return set(self.partitions)
 
-    def _acks_all_status(self, tp: tuple[str, int], appended: tuple[int, int]) -> int | None:
-        """None while waiting, else the code to answer with. A leader epoch that moved since
-        the append fails the request even if this broker leads again: the offsets may now
-        hold another leader's batches (guarantee 4)."""
-        last_offset, epoch = appended
+    def _replica_state(self, tp: tuple[str, int]) -> Any:
         part = self.partitions.get(tp)
-        if part is None or part.leader_epoch != epoch:
-            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return part.acks_all_status(last_offset, self.min_isr(tp[0]))
+        return None if part is None else part.state
 
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(
