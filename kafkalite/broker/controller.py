@@ -56,6 +56,7 @@ class Controller:
         self.states: dict[TP, tuple[PartitionState, int]] = {}
         self.shutting_down: set[int] = set()
         self.unclean_elections = 0
+        self._bounced_since_write: dict[TP, set[int]] = {}
 
     # -- plumbing -----------------------------------------------------------------------
     def start(self) -> None:
@@ -135,6 +136,7 @@ class Controller:
         for bid in self.live:
             self._send_leader_and_isr(bid, [tp for tp, a in self._replica_map().items() if bid in a], init=True)
         await self._elect_offline_partitions()
+        await self._fence_bounced_isr_members()
         await self._on_topic_deletion(Event("topic_deletion"))
         await self._on_preferred_election(Event("preferred_election"))
         log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.states))
@@ -150,7 +152,12 @@ class Controller:
         assignments = await self.zk(zk.get_topic_assignments, topics)
         self.assignments = {t: a for t, (a, _v) in assignments.items()}
         tps = [(t, p) for t, a in self.assignments.items() for p in a.partitions]
-        self.states = dict(await self.zk(zk.get_partition_states, tps))
+        loaded = await self.zk(zk.get_partition_states, tps, with_mzxid=True)
+        self.states = {tp: (st, v) for tp, (st, v, _mzxid) in loaded.items()}
+        self._bounced_since_write = {
+            tp: {b for b in st.isr if b in self.live and self.live[b][1] > mzxid}
+            for tp, (st, _v, mzxid) in loaded.items()
+        }
         # Partitions of topics whose state znodes were never written (controller died mid-create).
         missing = [tp for tp in tps if tp not in self.states]
         if missing:
@@ -190,15 +197,20 @@ class Controller:
     async def _on_broker_change(self, ev: Event) -> None:
         brokers = await self.zk(self.broker.zk.get_brokers)
         old = self.live
-        dead = {b for b in old if b not in brokers or brokers[b][1] != old[b][1]}
-        new = {b for b in brokers if b not in old or brokers[b][1] != old[b][1]}
+        # A broker registered again with a new epoch restarted in between (Kafka's "bounced"
+        # brokers): it is handled as failed first, so it loses its leaderships (epoch + 1)
+        # instead of keeping them at the old epoch with a fresh replica state, then started.
+        bounced = {b for b in brokers if b in old and brokers[b][1] != old[b][1]}
+        dead = {b for b in old if b not in brokers} | bounced
+        new = {b for b in brokers if b not in old} | bounced
         if not dead and not new:
             return
-        self._set_live(brokers)
         self.shutting_down -= dead
-        log.info("controller: brokers failed %s, started %s; live %s", sorted(dead), sorted(new), sorted(brokers))
+        log.info("controller: brokers failed %s, started %s (bounced %s); live %s", sorted(dead), sorted(new), sorted(bounced), sorted(brokers))
         if dead:
+            self._set_live({b: v for b, v in brokers.items() if b not in bounced})
             await self._on_brokers_failed(dead)
+        self._set_live(brokers)
         if new:
             self._send_update_metadata(list(self.live), full=False, brokers_changed=True)
             for bid in new:
@@ -236,6 +248,28 @@ class Controller:
                 log.warning("%s-%d is offline: no live replica in ISR %s", tp[0], tp[1], list(ch.isr))
             changes[tp] = PartitionState(ch.leader, ch.leader_epoch, list(ch.isr), self.epoch)
         await self._write_and_propagate(changes)
+
+    async def _fence_bounced_isr_members(self) -> None:
+        """Controller failover: an ISR member whose registration is newer than the
+        partition state restarted after the last decision about it, and no controller saw
+        it go (it may have been the controller). Handle it as failed for that partition:
+        re-elect if it leads, drop it from the ISR; it rejoins through AlterIsr once caught
+        up. Without this a restarted leader keeps leading at the old epoch."""
+        bounced = {tp: b for tp, b in self._bounced_since_write.items() if b and tp in self.states}
+        self._bounced_since_write = {}
+        if not bounced:
+            return
+        replicas = self._replica_map()
+        live = set(self.live) - self.shutting_down
+        changes: dict[TP, PartitionState] = {}
+        for tp, members in bounced.items():
+            for ch in election.on_brokers_failed(self._core_states([tp]), {tp: replicas.get(tp, [])}, live - members, self._unclean_by_topic()):
+                changes[tp] = PartitionState(ch.leader, ch.leader_epoch, list(ch.isr), self.epoch)
+        log.info("controller failover: %d partitions had ISR members that restarted unseen; re-deciding them", len(changes))
+        await self._write_and_propagate(changes)
+        # ...then as started (Kafka's bounced brokers): partitions left without a leader get
+        # one again from the live ISR, now at a new epoch.
+        await self._elect_offline_partitions()
 
     def _unclean_enabled(self, topic: str) -> bool:
         cfg = self.assignments[topic].config if topic in self.assignments else {}

@@ -318,11 +318,11 @@ class ReplicaManager:
         part = self.partitions.get((item.topic, item.partition))
         if part is None:
             return False
-        retry = part.state.on_alter_isr_response(error_code, new_state)
+        part.state.on_alter_isr_response(error_code, new_state, sent=item)
         if error_code == 0:
             part.maybe_increment_hw()
             self.delayed.wake(part.tp)
-        return bool(retry)
+        return part.state.retry_alter_isr is not None
 
     def state_summary(self) -> dict[str, Any]:
         out = {}

@@ -392,14 +392,17 @@ class ZkAdapter:
     # ------------------------------------------------------------------ partition states
 
     def get_partition_states(
-        self, topic_partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, tuple[PartitionState, int]]:
-        """Pipelined: (state, zk version = partition epoch); missing ones left out."""
+        self, topic_partitions: Iterable[TopicPartition], *, with_mzxid: bool = False
+    ) -> dict[TopicPartition, tuple]:
+        """Pipelined: (state, zk version = partition epoch[, mzxid of the last write]);
+        missing ones left out. The mzxid lets a new controller tell which replicas
+        registered (restarted) after the state was written."""
         by_path = {paths.partition_state_path(t, p): (t, p) for t, p in topic_partitions}
         states = {}
         for path, reply in self.get_many(by_path).items():
             if reply is not None:
-                states[by_path[path]] = (codec.decode_partition_state(reply[0], path), reply[1].version)
+                state = codec.decode_partition_state(reply[0], path)
+                states[by_path[path]] = (state, reply[1].version, reply[1].mzxid) if with_mzxid else (state, reply[1].version)
         return states
 
     def create_partition_states(
