@@ -480,12 +480,10 @@ class Controller:
                 continue
             decisions[tp] = d
             changes[tp] = PartitionState(d.new_state.leader, d.new_state.leader_epoch, list(d.new_state.isr), self.epoch)
-        old_isr_size = {tp: len(self.states[tp][0].isr) for tp in changes}
         written = await self._write_states(changes, rewrite_on_stale=False)
         for tp in changes:
             st, version = self.states[tp]
             if tp in written:
-                self.metrics.isr_change(len(written[tp].isr) - old_isr_size[tp])
                 answers[tp] = [tp[0], tp[1], 0, st.leader, st.leader_epoch, list(st.isr), version]
             else:
                 answers[tp] = [tp[0], tp[1], int(ErrorCode.INVALID_UPDATE_VERSION), st.leader, st.leader_epoch, list(st.isr), version]

@@ -59,6 +59,10 @@ class BrokerMetrics:
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
         self.lags: dict[tuple[str, int], int] = {}
+        for api in ("Produce", "Fetch"):  # exported from the start, as Kafka's request metrics are
+            self.latency.labels(api)
+        for api in ("PRODUCE", "FETCH", "METADATA"):
+            self.requests.labels(api)
 
     def attach(self, broker: Any) -> None:
         self.registry.register(_StateCollector(broker))

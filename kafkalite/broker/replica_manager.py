@@ -94,8 +94,10 @@ class ReplicaManager:
     def check_controller(self, controller_epoch: int, broker_epoch: int | None) -> None:
         if controller_epoch < self.controller_epoch:
             raise fail(ErrorCode.STALE_CONTROLLER_EPOCH, f"controller epoch {controller_epoch} < {self.controller_epoch}")
-        if broker_epoch is not None and broker_epoch != -1 and broker_epoch != self.broker_epoch:
-            raise fail(ErrorCode.STALE_BROKER_EPOCH, f"broker epoch {broker_epoch} is not ours ({self.broker_epoch})")
+        # KIP-380: only an epoch older than ours is stale. A newer one is our own new
+        # registration, which the controller can see before our register call returns.
+        if broker_epoch is not None and broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            raise fail(ErrorCode.STALE_BROKER_EPOCH, f"broker epoch {broker_epoch} is older than ours ({self.broker_epoch})")
         self.controller_epoch = controller_epoch
 
     def handle_leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:

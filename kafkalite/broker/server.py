@@ -315,8 +315,11 @@ class Broker:
             if error == 0 and part is not None:
                 new_state = LeaderAndIsrState(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=partition_epoch,
                                               replicas=part.state.replicas, controller_epoch=self.metadata_cache.controller_epoch)
+            old_size = len(part.state.isr) if part is not None else 0
             if self.replica_manager.on_alter_isr_response(item, int(error), new_state):
                 retry.append(item)
+            if error == 0 and part is not None and len(part.state.isr) != old_size:
+                self.metrics.isr_change(len(part.state.isr) - old_size)
         return retry
 
     # -- producer ids -------------------------------------------------------------------

@@ -142,3 +142,17 @@ def test_every_replica_down_partition_is_offline_and_invents_nothing(cluster):
     verdict = verify(boot, "fragile", 1, {v: type("A", (), {"partition": 0, "offset": o})() for v, o in acked.items()})
     assert verdict.ok, "\n".join(verdict.problems)
     assert verdict.read == 200
+
+
+def test_bin_chaos_reports_nothing_lost(cluster):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkalite.cli.chaos", "--dir", str(cluster.dir), "--seconds", "14", "--interval", "4",
+         "--pause-seconds", "5", "--rate", "200", "--partitions", "3", "--seed", "11"],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout
+    assert "actions:" in proc.stdout
