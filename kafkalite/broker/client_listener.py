@@ -26,6 +26,7 @@ from kafkalite.protocol.codec import (
 )
 from kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaliteError, UnsupportedVersionError
 from kafkalite.protocol.schema import ApiKey
+from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,7 @@ class ClientListener:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        for t in list(self._conns):
-            try:
-                await t
-            except BaseException:
-                pass
+        await cancel_and_wait(list(self._conns))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -21,6 +21,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.zk import paths
 from kafkalite.zk.codec import BrokerRegistration, PartitionState, TopicAssignment
 from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError
+from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +106,7 @@ class Controller:
         await handler(ev)
 
     async def close(self) -> None:
-        for t in (self._task, self._rebalance_task):
-            if t is not None:
-                t.cancel()
-                try:
-                    await t
-                except BaseException:
-                    pass
+        await cancel_and_wait([self._task, self._rebalance_task])
         if self.channel is not None:
             await self.channel.close()
 

@@ -13,6 +13,7 @@ import logging
 from typing import Any, Callable
 
 from kafkalite.rpc.transport import RpcClient, RpcError
+from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,7 @@ class BrokerSender:
                 log.warning("%s to broker %d given up after %d attempts: %s", api, self.broker_id, SEND_RETRIES_MAX, result)
 
     async def close(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except BaseException:
-            pass
+        await cancel_and_wait([self._task])
         for _, _, f in self._queue:
             if f is not None and not f.done():
                 f.set_exception(RpcError("controller channel closed"))

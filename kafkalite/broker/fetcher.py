@@ -19,6 +19,7 @@ from kafkalite.broker.partition import Partition
 from kafkalite.core.truncation import follower_truncation_state
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.transport import RpcClient, RpcError
+from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,7 @@ class FetcherTask:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except BaseException:
-            pass
+        await cancel_and_wait([self._task])
 
     async def _run(self) -> None:
         settings = self.manager.settings

@@ -22,6 +22,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
@@ -395,8 +396,7 @@ class Broker:
         if controlled and self.settings["controlled.shutdown.enable"] and self.broker_epoch >= 0:
             await self.controlled_shutdown()
         await self.fetchers.close()
-        for t in self._tasks:
-            t.cancel()
+        await cancel_and_wait(self._tasks)
         await self.controller.close()
         for component in (self.client_listener, self.rpc_server, self.admin):
             if component is not None:

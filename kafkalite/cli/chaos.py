@@ -13,7 +13,7 @@ import sys
 import time
 
 from kafkalite.testing.cluster import ClusterError, LocalCluster
-from kafkalite.testing.probes import partition_view, wait_until
+from kafkalite.testing.probes import wait_fully_replicated
 from kafkalite.testing.verify import VerifyingProducer, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
@@ -35,15 +35,8 @@ def ensure_topic(boot: str, topic: str, partitions: int, rf: int, min_isr: int) 
 
 
 def wait_healthy(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float) -> bool:
-    def ok() -> bool:
-        for p in range(partitions):
-            v = partition_view(cluster, topic, p)
-            if v is None or v["leader"] < 0 or len(v["isr"]) != len(v["replicas"]):
-                return False
-        return True
-
     try:
-        wait_until(ok, timeout_s, "full ISR")
+        wait_fully_replicated(cluster, topic, partitions, timeout_s)
         return True
     except AssertionError:
         return False

@@ -16,6 +16,7 @@ import struct
 from typing import Any, Awaitable, Callable
 
 from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
+from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +58,7 @@ class RpcServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._conns):
-            task.cancel()
-        for task in list(self._conns):
-            try:
-                await task
-            except BaseException:
-                pass
+        await cancel_and_wait(list(self._conns))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -208,9 +203,4 @@ class RpcClient:
     async def close(self) -> None:
         self._closed = True
         self._drop_connection(RpcError("client closed"))
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            try:
-                await self._reader_task
-            except BaseException:
-                pass
+        await cancel_and_wait([self._reader_task])

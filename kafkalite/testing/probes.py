@@ -46,3 +46,16 @@ def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None
         if meta is not None:
             return meta
     return None
+
+
+def fully_replicated(cluster, topic: str, partitions: int) -> bool:
+    """Every partition has a leader and its whole replica set in the ISR."""
+    for p in range(partitions):
+        v = partition_view(cluster, topic, p)
+        if v is None or v["leader"] < 0 or len(v["isr"]) != len(v["replicas"]):
+            return False
+    return True
+
+
+def wait_fully_replicated(cluster, topic: str, partitions: int, timeout_s: float = 60) -> None:
+    wait_until(lambda: fully_replicated(cluster, topic, partitions), timeout_s, f"every {topic} partition to have its full ISR")

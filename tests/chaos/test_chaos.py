@@ -14,7 +14,7 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalite.testing.probes import broker_state, partition_view, wait_until
+from kafkalite.testing.probes import broker_state, partition_view, wait_fully_replicated, wait_until
 from kafkalite.testing.verify import VerifyingProducer, partition_dirs, replica_logs_identical, verify
 
 TOPIC = "chaos"
@@ -34,14 +34,7 @@ def _leader(cluster, partition: int, topic: str = TOPIC) -> int:
 
 
 def _wait_fully_replicated(cluster, topic: str = TOPIC, partitions: int = PARTITIONS, timeout_s: float = 60) -> None:
-    def ok() -> bool:
-        for p in range(partitions):
-            v = partition_view(cluster, topic, p)
-            if v is None or v["leader"] < 0 or len(v["isr"]) != len(v["replicas"]):
-                return False
-        return True
-
-    wait_until(ok, timeout_s, f"every {topic} partition to have its full ISR")
+    wait_fully_replicated(cluster, topic, partitions, timeout_s)
 
 
 def _progress(producer: VerifyingProducer, at_least: int, timeout_s: float = 60) -> None:
