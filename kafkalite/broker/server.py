@@ -88,6 +88,7 @@ class Broker:
         self._alter_isr_in_flight: set[tuple[str, int]] = set()
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
+        self._flush_job: asyncio.Future | None = None
         self._pid_block: tuple[int, int] | None = None
         self._pid_next = 0
         self._pid_lock: asyncio.Lock | None = None
@@ -362,10 +363,21 @@ class Broker:
             plog.delete_retained_segments(now)
 
     async def _flush(self) -> None:
+        """fsync what is due in a thread; the job holds private descriptors, so appends,
+        truncations and deletions go on meanwhile (kafkalite.log.log.FlushJob)."""
         now = int(time.time() * 1000)
-        due = [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]
-        for plog in due:
-            await self.loop.run_in_executor(None, plog.flush)
+        for plog in [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]:
+            job = plog.begin_flush(now)
+            self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, job.run))
+            try:
+                await self._flush_job
+            except OSError as e:
+                log.warning("flush of %s failed: %s", plog.dir, e)
+                plog.abort_flush(job)
+                continue
+            finally:
+                self._flush_job = None
+            plog.complete_flush(job)
 
     # -- shutdown -----------------------------------------------------------------------
     async def controlled_shutdown(self) -> bool:
@@ -397,6 +409,8 @@ class Broker:
             await self.controlled_shutdown()
         await self.fetchers.close()
         await cancel_and_wait(self._tasks)
+        if self._flush_job is not None:  # a thread may still be syncing; let it finish first
+            await asyncio.wait([self._flush_job])
         await self.controller.close()
         for component in (self.client_listener, self.rpc_server, self.admin):
             if component is not None:

@@ -92,6 +92,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._dir_dirty = False  # segments created or deleted since the last flush
+        self._truncations = 0  # lets an in-flight flush job see that a truncation happened
         self._rolled_since_flush = False
 
     # ------------------------------------------------------------------ open and recovery
@@ -422,6 +423,7 @@ class Log:
         `offset` falls inside a batch, that whole batch goes too, and the LEO becomes that
         batch's base offset (less than `offset`). Returns whether anything changed."""
         assert offset >= 0
+        self._truncations += 1
         if offset >= self._leo:
             return False
         if offset < self.log_start_offset:
@@ -441,6 +443,7 @@ class Log:
         """Delete every segment and start empty at `offset` (a follower far behind the
         leader's log start, or DeleteRecords past the end)."""
         assert offset >= 0
+        self._truncations += 1
         for segment in self._segments:
             segment.delete_files()
         first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
@@ -497,24 +500,56 @@ class Log:
         interval_ms = self.config.flush_interval_ms
         return interval_ms is not None and now_ms - self._last_flush_ms >= interval_ms
 
-    def flush(self, now_ms: int | None = None) -> None:
-        """fsync every segment written since the last flush and advance the recovery point
-        to the LEO seen at the start. Safe to run in another thread while the event loop
-        thread does not append, truncate, roll, delete or close this log (the shell's
-        guarantee)."""
-        leo = self._leo
-        self.leader_epoch_cache.persist()  # before the recovery point passes a new epoch's batches
-        for segment in list(self._segments):
+    def begin_flush(self, now_ms: int | None = None) -> "FlushJob":
+        """Event-loop thread: snapshot what a flush must make durable. The returned job's
+        `run()` does only syscalls on private descriptors (dup'd segment fds, index paths,
+        an epoch snapshot), so it may run in a thread while this log keeps appending,
+        rolling, truncating or closing; `complete_flush` then advances the recovery point
+        to the LEO seen here."""
+        job = FlushJob(dir=self.dir, leo=self._leo, now_ms=now_ms, truncations=self._truncations)
+        cache = self.leader_epoch_cache
+        if cache.dirty and cache.path is not None:
+            # Before the recovery point passes a new epoch's batches (see LeaderEpochCache).
+            job.epochs = (cache.path, cache.epoch_entries())
+            cache.dirty = False
+        for segment in self._segments:
             if segment.unflushed:
-                segment.flush()
-        if self._dir_dirty:
-            checkpoint.fsync_dir(self.dir)
-            self._dir_dirty = False
+                segment.offset_index.write_pending()
+                segment.time_index.write_pending()
+                job.fds.append(os.dup(segment.fd))
+                job.index_paths += [segment.offset_index.path, segment.time_index.path]
+                segment.unflushed = False
+        job.fsync_dir = self._dir_dirty
+        self._dir_dirty = False
         self._rolled_since_flush = False
         self._unflushed_messages = 0
-        if now_ms is not None:
-            self._last_flush_ms = now_ms
-        self.recovery_point = max(self.recovery_point, leo)
+        return job
+
+    def complete_flush(self, job: "FlushJob") -> None:
+        if job.now_ms is not None:
+            self._last_flush_ms = job.now_ms
+        if job.truncations != self._truncations:
+            return  # truncated meanwhile: offsets below job.leo may now hold unflushed batches
+        self.recovery_point = max(self.recovery_point, job.leo)
+
+    def abort_flush(self, job: "FlushJob") -> None:
+        """The job failed: what it covered counts as unflushed again."""
+        for segment in self._segments:
+            segment.unflushed = True
+        self._dir_dirty = True
+        if job.epochs is not None:
+            self.leader_epoch_cache.dirty = True
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush and advance the recovery point
+        (synchronous: begin, run, complete)."""
+        job = self.begin_flush(now_ms)
+        try:
+            job.run()
+        except OSError:
+            self.abort_flush(job)
+            raise
+        self.complete_flush(job)
 
     def close(self) -> None:
         self.leader_epoch_cache.persist()
@@ -525,6 +560,42 @@ class Log:
         """Close and remove the whole partition directory."""
         self.close()
         shutil.rmtree(self.dir, ignore_errors=False)
+
+
+class FlushJob:
+    """What one flush makes durable; `run()` is safe in any thread (see Log.begin_flush)."""
+
+    def __init__(self, *, dir: str, leo: int, now_ms: int | None, truncations: int):
+        self.truncations = truncations
+        self.dir = dir
+        self.leo = leo
+        self.now_ms = now_ms
+        self.fds: list[int] = []
+        self.index_paths: list[str] = []
+        self.epochs: tuple[str, list[tuple[int, int]]] | None = None
+        self.fsync_dir = False
+
+    def run(self) -> None:
+        try:
+            if self.epochs is not None:
+                checkpoint.write_epochs(*self.epochs)
+            for fd in self.fds:
+                os.fsync(fd)
+            for path in self.index_paths:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue  # deleted by a truncation meanwhile: nothing left to make durable
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if self.fsync_dir:
+                checkpoint.fsync_dir(self.dir)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
 
 
 def _whole_batches_end(data: bytes, max_offset: int | None) -> int:

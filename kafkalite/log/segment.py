@@ -116,6 +116,11 @@ class LogSegment:
             except FileNotFoundError:
                 pass
 
+    @property
+    def fd(self) -> int:
+        assert self._fd >= 0
+        return self._fd
+
     def flush(self) -> None:
         """fsync the segment and its indexes. Called from the flush thread while the event
         loop does not append (see Log.flush)."""

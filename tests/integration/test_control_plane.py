@@ -100,7 +100,8 @@ def test_topic_create_delete_end_to_end(cluster):
 
 
 def test_broker_restart_keeps_data_and_offsets(cluster_factory):
-    c = cluster_factory(1)
+    # Small segments and frequent fsyncs exercise rolling and the background flush jobs.
+    c = cluster_factory(1, overrides={"log.segment.bytes": 4096, "log.flush.interval.messages": 20, "log.flush.interval.ms": 100})
     boot = c.status()["bootstrap"]
     create_topic(boot, "durable", 2, 1)
     acked = produce(boot, "durable", [b"m%d" % i for i in range(400)], acks="1")

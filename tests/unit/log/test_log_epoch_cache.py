@@ -97,3 +97,27 @@ def test_unpersisted_epochs_are_rebuilt_from_batches_after_a_crash(tmp_path):
     # Crash: no close(); reopen as after an unclean stop from the flushed recovery point.
     reopened = Log.open(d, LogConfig(), recovery_point=log.recovery_point, clean_shutdown=False, now_ms=0)
     assert reopened.leader_epoch_cache.epoch_entries() == [(3, 0), (5, 1)]
+
+
+def test_flush_job_runs_while_the_log_moves_on(tmp_path):
+    """A flush job syncs private descriptors: appends, truncation and closing the log in
+    between do not break it, and the recovery point never passes unflushed data."""
+    from kafkalite.log.config import LogConfig
+    from kafkalite.log.log import Log
+    from kafkalite.log.records import encode_batch
+
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=1024), now_ms=0)
+    for i in range(20):
+        log.append_as_leader(encode_batch([(None, b"x" * 50, ())]), 1, 0)
+    job = log.begin_flush(0)
+    log.truncate_to(5)
+    for i in range(10):
+        log.append_as_leader(encode_batch([(None, b"y" * 50, ())]), 2, 0)
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point <= 5  # truncated meanwhile: nothing after it counts as flushed
+    job2 = log.begin_flush(0)
+    log.close()
+    job2.run()  # the log's own descriptors are closed; the job's dup'd ones are not
+    log.complete_flush(job2)
+    assert log.recovery_point == 15
