@@ -353,8 +353,12 @@ class Broker:
             self.enqueue_alter_isr(item)
 
     async def _checkpoint_hw(self) -> None:
-        snapshot = self.replica_manager.hw_checkpoint_snapshot()
-        await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, snapshot)
+        """HWs (the seed's HW checkpoint thread) and recovery points, snapshotted here and
+        written in a thread, so a kill -9 recovers from a recent point."""
+        hws = self.replica_manager.hw_checkpoint_snapshot()
+        points = self.logs.recovery_points()
+        await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
+        await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
 
     def _retention(self) -> None:
         now = int(time.time() * 1000)

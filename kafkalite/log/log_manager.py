@@ -145,8 +145,14 @@ class LogManager:
                 grouped[log_dir][key] = offset
         return grouped
 
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        """Snapshot on the event-loop thread; write it anywhere with write_recovery_points."""
+        return {key: lg.recovery_point for key, lg in self._logs.items()}
+
     def checkpoint_recovery_points(self) -> None:
-        points = {key: lg.recovery_point for key, lg in self._logs.items()}
+        self.write_recovery_points(self.recovery_points())
+
+    def write_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
         for log_dir, entries in self._by_dir(points).items():
             checkpoint.write_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT), entries)
 
