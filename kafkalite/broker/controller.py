@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 from typing import Any
@@ -324,7 +325,6 @@ class Controller:
         for b, its in per_broker.items():
             self._send_leader_and_isr(b, its)
         self._send_update_metadata(list(self.live), full=False, tps=tps)
-        self.metrics.controller_state(self)
 
     # -- requests to brokers ------------------------------------------------------------
     def _partition_wire(self, tp: TP) -> list[Any]:
@@ -527,8 +527,6 @@ class Controller:
                 return
             from_zk = True
             try:
-                import json
-
                 requested = [(str(t), int(p)) for t, p in json.loads(raw[0].decode()).get("partitions", [])]
             except (ValueError, TypeError, AttributeError):
                 requested = []

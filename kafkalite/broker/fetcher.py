@@ -136,9 +136,8 @@ class FetcherTask:
                 self._apply_truncation(s, (div_epoch, div_end))
                 continue
             records = bytes(payload[pos : pos + size]) if size else b""
-            fetched_from = part.leo
             part.append_as_follower(records, hw)
-            self.manager.on_fetched(tp, part.leo - fetched_from, max(leo - part.leo, 0))
+            self.manager.on_fetched(tp, max(leo - part.leo, 0))
 
     def _apply_truncation(self, s: FetchState, leader_answer: tuple[int, int]) -> None:
         """KIP-101: truncate to where our log and the leader's can first differ."""
@@ -193,11 +192,8 @@ class FetcherManager:
             if leader_id is not None:
                 self.fetchers[leader_id].remove(tp)
 
-    def on_fetched(self, tp: TP, appended: int, lag: int) -> None:
+    def on_fetched(self, tp: TP, lag: int) -> None:
         self.metrics.replica_lag(tp, lag)
-
-    def lag_summary(self) -> dict[str, int]:
-        return {}
 
     async def close(self) -> None:
         for f in list(self.fetchers.values()):

@@ -9,7 +9,9 @@ topic creation).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 import re
 import time
 from typing import Any
@@ -31,6 +33,15 @@ TOPIC_NAME_LEN_MAX = 249
 GROUP_APIS = {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
               ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS,
               ApiKey.DESCRIBE_GROUPS}
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+    assignment: dict[int, list[int]]  # explicit replica assignment, or empty
 
 
 def topic_name_error(name: Any) -> str | None:
@@ -72,7 +83,8 @@ class KafkaApis:
         if requested is not None and self.settings["auto.create.topics.enable"] and body.get("allow_auto_topic_creation", True):
             missing = [n for n in names if n not in cache.topics and topic_name_error(n) is None]
             if missing:
-                await self._create_topics([(n, self.settings["num.partitions"], self.settings["default.replication.factor"], {}) for n in missing], 0)
+                await self._create_topics([TopicSpec(n, self.settings["num.partitions"], self.settings["default.replication.factor"], {}, {})
+                                           for n in missing], 0)
         topics = []
         for name in names:
             err = topic_name_error(name)
@@ -232,35 +244,50 @@ class KafkaApis:
             n = t["num_partitions"] if t["num_partitions"] != -1 else self.settings["num.partitions"]
             rf = t["replication_factor"] if t["replication_factor"] != -1 else self.settings["default.replication.factor"]
             manual = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments", [])}
-            specs.append((name, n, rf, cfg, manual))
+            specs.append(TopicSpec(name, n, rf, cfg, manual))
         if body.get("validate_only"):
             for spec in specs:
-                results.setdefault(spec[0], self._validate_spec(spec))
+                results.setdefault(spec.name, self._validate_spec(spec))
         else:
             results.update(await self._create_topics(specs, body.get("timeout_ms", 60000)))
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "error_code": results.get(t["name"], (0, None))[0], "error_message": results.get(t["name"], (0, None))[1]}
             for t in body["topics"]]}
 
-    def _validate_spec(self, spec) -> tuple[int, str | None]:
-        name, n, rf, _cfg, manual = (list(spec) + [{}])[:5]
+    def _validate_spec(self, spec: TopicSpec) -> tuple[int, str | None]:
         live = sorted(self.cache.brokers)
-        if name in self.cache.topics:
-            return int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists"
-        if manual:
-            return 0, None
-        if n <= 0:
-            return int(ErrorCode.INVALID_PARTITIONS), f"number of partitions must be positive, got {n}"
-        if rf <= 0 or rf > len(live):
-            return int(ErrorCode.INVALID_REPLICATION_FACTOR), f"replication factor {rf} is not within 1..{len(live)} (live brokers)"
+        if spec.name in self.cache.topics:
+            return int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {spec.name!r} already exists"
+        if spec.assignment:
+            return self._validate_assignment(spec.assignment, set(live))
+        if spec.partitions <= 0:
+            return int(ErrorCode.INVALID_PARTITIONS), f"number of partitions must be positive, got {spec.partitions}"
+        if spec.replication_factor <= 0 or spec.replication_factor > len(live):
+            return int(ErrorCode.INVALID_REPLICATION_FACTOR), f"replication factor {spec.replication_factor} is not within 1..{len(live)} (live brokers)"
         return 0, None
 
-    async def _create_topics(self, specs, timeout_ms: int) -> dict[str, tuple[int, str | None]]:
+    @staticmethod
+    def _validate_assignment(assignment: dict[int, list[int]], live: set[int]) -> tuple[int, str | None]:
+        """Kafka's rules for an explicit assignment: partitions 0..n-1, the same number of
+        distinct, live replicas for each."""
+        bad = int(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        if sorted(assignment) != list(range(len(assignment))):
+            return bad, f"partitions must be numbered 0..{len(assignment) - 1}, got {sorted(assignment)}"
+        sizes = {len(r) for r in assignment.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            return bad, "every partition needs the same, non-zero number of replicas"
+        for p, replicas in assignment.items():
+            if len(set(replicas)) != len(replicas):
+                return bad, f"partition {p} lists a broker twice: {replicas}"
+            if not set(replicas) <= live:
+                return bad, f"partition {p} names brokers that are not live: {sorted(set(replicas) - live)}"
+        return 0, None
+
+    async def _create_topics(self, specs: list[TopicSpec], timeout_ms: int) -> dict[str, tuple[int, str | None]]:
         results: dict[str, tuple[int, str | None]] = {}
         created = []
         for spec in specs:
-            name, n, rf, cfg = spec[:4]
-            manual = spec[4] if len(spec) > 4 else {}
+            name = spec.name
             code, msg = self._validate_spec(spec)
             if code:
                 results[name] = (code, msg)
@@ -268,14 +295,13 @@ class KafkaApis:
             live = sorted(self.cache.brokers)
             racks = {b: self.cache.brokers[b].rack for b in live}
             try:
-                if manual:
-                    assignment = {int(p): list(r) for p, r in manual.items()}
-                else:
-                    import random
-
-                    assignment = assign_replicas(n, rf, live, racks, start_index=random.randrange(len(live)), replica_shift=random.randrange(len(live)))
+                if spec.assignment:
+                    assignment = {int(p): list(r) for p, r in spec.assignment.items()}
+                else:  # the seeds' round robin from a random start broker (rack aware with racks)
+                    assignment = assign_replicas(spec.partitions, spec.replication_factor, live, racks,
+                                                 start_index=random.randrange(len(live)), replica_shift=random.randrange(len(live)))
                 await asyncio.get_running_loop().run_in_executor(
-                    None, self.broker.zk.create_topic_znode, name, TopicAssignment(partitions=assignment, config=cfg))
+                    None, self.broker.zk.create_topic_znode, name, TopicAssignment(partitions=assignment, config=spec.config))
                 created.append((name, len(assignment)))
                 results[name] = (0, None)
             except TopicAlreadyExistsError:

@@ -86,6 +86,3 @@ class BrokerMetrics:
     def partitions_changed(self, rm: Any) -> None:
         for tp in [tp for tp in self.lags if tp not in rm.partitions or rm.partitions[tp].is_leader]:
             del self.lags[tp]
-
-    def controller_state(self, controller: Any) -> None:
-        pass

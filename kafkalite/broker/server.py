@@ -12,6 +12,7 @@ loop (call_soon_threadsafe) and enqueue; blocking ZooKeeper calls run in the exe
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -203,8 +204,6 @@ class Broker:
         # Someone else holds /controller: if it is not us, make sure we are not acting as one.
         if self.controller.active:
             try:
-                import json
-
                 owner = json.loads(data.decode()).get("brokerid") if data else None
             except (ValueError, AttributeError):
                 owner = None

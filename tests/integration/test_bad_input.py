@@ -178,5 +178,13 @@ def test_specific_bad_requests_get_kafka_error_codes(cluster_factory):
     find = encode_request(ApiKey.FIND_COORDINATOR, 1, 5, CLIENT, {"key": "g", "key_type": 0})
     (resp,) = _roundtrip(port, [find], 1)
     assert decode_response(ApiKey.FIND_COORDINATOR, 1, resp)[1]["error_code"] == 15
+    # Explicit replica assignments that break Kafka's rules: INVALID_REPLICA_ASSIGNMENT.
+    for assignments in ([{"partition_index": 0, "broker_ids": [1, 1]}], [{"partition_index": 0, "broker_ids": [9]}],
+                        [{"partition_index": 1, "broker_ids": [1]}]):
+        body = {"topics": [{"name": "manual", "num_partitions": -1, "replication_factor": -1, "assignments": assignments, "configs": []}],
+                "timeout_ms": 5000, "validate_only": False}
+        (resp,) = _roundtrip(port, [encode_request(ApiKey.CREATE_TOPICS, 3, 6, CLIENT, body)], 1)
+        assert decode_response(ApiKey.CREATE_TOPICS, 3, resp)[1]["topics"][0]["error_code"] == 39
     state = broker_state(c.broker(1)["admin_port"])
     assert state["partitions"]["ok-0"]["leo"] == 0
+    assert "manual" not in state["metadata"]["topics"]
