@@ -15,7 +15,7 @@ from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_sequence
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState, PartitionReplicaState
 from kafkalite.log.log import Log
-from kafkalite.log.records import validate_batches
+from kafkalite.log.records import BatchHeader, iter_headers, validate_batches
 from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -71,23 +71,22 @@ class Partition:
         changed = self.state.become_leader(st, self.leo, min(self.hw, self.leo), now_ms, self.log.log_start_offset)
         if new_epoch:
             self.log.leader_epoch_cache.assign(st.leader_epoch, self.leo)
-            self._load_producers()
+            if not self._producers_loaded:
+                self._load_producers()
         self._notify()
         return changed
 
     def make_follower(self, st: LeaderAndIsrState, now_ms: int) -> bool:
         changed = self.state.become_follower(st, now_ms)
-        self._producers_loaded = False
         self._notify()
         return changed
 
     def _load_producers(self) -> None:
-        """Rebuild idempotent-producer state from the batch headers of the log's tail."""
+        """Rebuild idempotent-producer state from the log's batch headers. Done once per
+        replica (first leadership, or after a truncation); afterwards followers keep it
+        current as they append, so a failover does not rescan thousands of logs."""
         self.producers = ProducerStateTable.rebuild(
-            ProducerBatch(h.producer_id, h.producer_epoch, h.base_sequence,
-                          last_sequence(h.base_sequence, h.record_count), h.base_offset, h.last_offset)
-            for h in self.log.iter_batch_headers()
-            if h.producer_id >= 0 and h.base_sequence >= 0
+            _producer_batch(h) for h in self.log.iter_batch_headers() if h.producer_id >= 0 and h.base_sequence >= 0
         )
         self._producers_loaded = True
 
@@ -139,6 +138,11 @@ class Partition:
     def append_as_follower(self, records: bytes, leader_hw: int) -> None:
         if records:
             self.log.append_as_follower(records)
+            if self._producers_loaded:
+                for _, h in iter_headers(records):
+                    if h.producer_id >= 0 and h.base_sequence >= 0:
+                        b = _producer_batch(h)
+                        self.producers.record(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, b.first_offset, b.last_offset)
         self.follower_update_hw(leader_hw)
         self._notify()
 
@@ -151,12 +155,14 @@ class Partition:
         if offset < self.leo:
             log.info("truncating %s-%d from %d to %d", self.topic, self.partition, self.leo, offset)
             self.log.truncate_to(offset)
+            self._producers_loaded = False  # rebuilt from what is left at the next leadership
         if not self.state.is_leader:
             self.state.on_truncate(self.leo)
         self._initial_hw = min(self._initial_hw, self.leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
+        self._producers_loaded = False
         self.state.on_truncate(self.leo)
         self.state.maybe_update_log_start_offset(offset)
         self._initial_hw = offset
@@ -173,3 +179,8 @@ class Partition:
         if offset >= upper:
             return b""
         return self.log.read(offset, max_bytes, max_offset=upper, min_one=min_one)
+
+
+def _producer_batch(h: BatchHeader) -> ProducerBatch:
+    return ProducerBatch(h.producer_id, h.producer_epoch, h.base_sequence,
+                         last_sequence(h.base_sequence, h.record_count), h.base_offset, h.last_offset)
