@@ -89,10 +89,9 @@ class ClientListener:
                 responses.put_nowait(None)
             except asyncio.QueueFull:
                 sender.cancel()
-            try:
-                await asyncio.wait_for(sender, 5)
-            except BaseException:
-                sender.cancel()
+            # Let queued responses go out (bounded), then make sure the sender is gone.
+            await asyncio.wait({sender}, timeout=5)
+            await cancel_and_wait([sender])
             writer.close()
             self.connections -= 1
             self._conns.discard(task)

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping
 
 from kafkalite.log import checkpoint
@@ -169,9 +170,17 @@ class LogManager:
 
     # ------------------------------------------------------------------ shutdown
 
+    FLUSH_THREADS = 8
+
     def flush_all(self) -> None:
-        for lg in self._logs.values():
-            lg.flush()
+        """Flush every log on a few threads (fsync releases the GIL), so a clean shutdown of
+        10,000 partitions is not 10,000 serial fsync round trips. The caller (close, at
+        shutdown) guarantees nothing else touches the logs meanwhile."""
+        logs = list(self._logs.values())
+        with ThreadPoolExecutor(max_workers=self.FLUSH_THREADS, thread_name_prefix="flush") as pool:
+            errors = [e for e in pool.map(_flush_one, logs) if e is not None]
+        if errors:
+            raise LogDirError(f"flush failed for {len(errors)} logs, e.g. {errors[0]}")
 
     def close(self) -> None:
         """Clean shutdown: flush every log, checkpoint recovery points, close the logs and
@@ -192,3 +201,12 @@ def _is_our_deleted_dir(name: str) -> bool:
     head, dot, hex_id = stem.rpartition(".")
     return bool(dot) and len(hex_id) == 32 and all(c in "0123456789abcdef" for c in hex_id) \
         and parse_partition_dir_name(head) is not None
+
+
+
+def _flush_one(lg: Log) -> str | None:
+    try:
+        lg.flush()
+        return None
+    except OSError as e:
+        return f"{lg.dir}: {e}"

@@ -191,7 +191,10 @@ class RpcClient:
         try:
             writer.writelines(encode_frame(header, payload))
             await writer.drain()
-            return await asyncio.wait_for(fut, timeout_ms / 1000)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races the answer, and a cancelled fetcher would then never stop.
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await fut
         except asyncio.TimeoutError:
             raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
         except (ConnectionError, OSError) as e:
