@@ -73,8 +73,12 @@ class Controller:
     async def _run(self) -> None:
         while True:
             ev = await self.queue.get()
+            started = time.monotonic()
             try:
                 await self._handle(ev)
+                took_ms = (time.monotonic() - started) * 1000
+                if took_ms > 100:
+                    log.info("controller event %s took %.0f ms", ev.kind, took_ms)
             except asyncio.CancelledError:
                 raise
             except ControllerMovedError as e:
@@ -225,9 +229,10 @@ class Controller:
         return {t: self._unclean_enabled(t) for t in self.assignments}
 
     async def _on_brokers_failed(self, dead: set[int]) -> None:
-        await self._elect_offline_partitions()
+        # The caller sends UpdateMetadata with every partition (the live set changed).
+        await self._elect_offline_partitions(update_metadata=False)
 
-    async def _elect_offline_partitions(self) -> None:
+    async def _elect_offline_partitions(self, *, update_metadata: bool = True) -> None:
         """Seed A: new leaders from the live ISR for partitions whose leader is gone, ISR
         shrunk behind live leaders; decided by kafkalite.core.election."""
         live = set(self.live) - self.shutting_down
@@ -243,7 +248,7 @@ class Controller:
             if ch.leader == -1:
                 log.warning("%s-%d is offline: no live replica in ISR %s", tp[0], tp[1], list(ch.isr))
             changes[tp] = PartitionState(ch.leader, ch.leader_epoch, list(ch.isr), self.epoch)
-        await self._write_and_propagate(changes)
+        await self._write_and_propagate(changes, update_metadata=update_metadata)
 
     async def _fence_bounced_isr_members(self) -> None:
         """Controller failover: an ISR member whose registration is newer than the
@@ -306,14 +311,14 @@ class Controller:
                         pending[tp] = dataclasses.replace(changes[tp], leader_epoch=max(changes[tp].leader_epoch, fresh[tp][0].leader_epoch + 1))
         return written
 
-    async def _write_and_propagate(self, changes: dict[TP, PartitionState]) -> dict[TP, PartitionState]:
+    async def _write_and_propagate(self, changes: dict[TP, PartitionState], *, update_metadata: bool = True) -> dict[TP, PartitionState]:
         if not changes:
             return {}
         written = await self._write_states(changes)
-        self._propagate(list(written))
+        self._propagate(list(written), update_metadata=update_metadata)
         return written
 
-    def _propagate(self, tps: list[TP]) -> None:
+    def _propagate(self, tps: list[TP], *, update_metadata: bool = True) -> None:
         if not tps:
             return
         replicas = self._replica_map()
@@ -324,7 +329,8 @@ class Controller:
                     per_broker.setdefault(b, []).append(tp)
         for b, its in per_broker.items():
             self._send_leader_and_isr(b, its)
-        self._send_update_metadata(list(self.live), full=False, tps=tps)
+        if update_metadata:
+            self._send_update_metadata(list(self.live), full=False, tps=tps)
 
     # -- requests to brokers ------------------------------------------------------------
     def _partition_wire(self, tp: TP) -> list[Any]:

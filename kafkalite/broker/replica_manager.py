@@ -103,6 +103,7 @@ class ReplicaManager:
     def handle_leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
         """Seed section C; ordered by leader epoch per partition, idempotent."""
         self.check_controller(int(body["controller_epoch"]), body.get("broker_epoch"))
+        started = time.monotonic()
         for topic, cfg in (body.get("topic_configs") or {}).items():
             self.topic_configs[topic] = dict(cfg)
         t = now_ms()
@@ -149,6 +150,9 @@ class ReplicaManager:
                 log.info("controller failover: %s not in the init LeaderAndIsr, deleting", tp)
                 self._remove_partition(tp, delete=True)
         self.metrics.partitions_changed(self)
+        took_ms = (time.monotonic() - started) * 1000
+        if took_ms > 100:
+            log.info("LeaderAndIsr for %d partitions applied in %.0f ms", len(results), took_ms)
         return {"error": 0, "partitions": results}
 
     def _fetching(self, tp: tuple[str, int]) -> bool:
