@@ -99,6 +99,16 @@ class LocalCluster:
         c.state = state
         return c
 
+    def _reload(self) -> None:
+        """cluster.json is the truth shared by every process driving this cluster (bin/chaos
+        or another bin/cluster call may have restarted brokers under new PIDs)."""
+        path = self.dir / STATE_FILE
+        if path.exists():
+            try:
+                self.state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                pass
+
     def _save(self) -> None:
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(self.state, indent=2))
@@ -214,6 +224,7 @@ class LocalCluster:
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
+        self._reload()
         try:
             registered, controller = self._zk_view()
             zk_ok = True
@@ -236,6 +247,7 @@ class LocalCluster:
 
     # -- process control ----------------------------------------------------------------
     def broker(self, broker_id: int) -> dict[str, Any]:
+        self._reload()
         for b in self.state["brokers"]:
             if b["id"] == broker_id:
                 return b
@@ -273,6 +285,7 @@ class LocalCluster:
             self.wait_ready(timeout_s, [broker_id])
 
     def down(self) -> None:
+        self._reload()
         errors = []
         for b in self.state.get("brokers", []):
             try:
