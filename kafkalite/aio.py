@@ -36,3 +36,32 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task | None]) -> None:
         exc = t.exception()
         if exc is not None:
             log.error("task %s failed while stopping: %r", t.get_name(), exc)
+
+
+class StreamServer:
+    """A listening socket whose connection tasks it owns: `close()` stops accepting and
+    cancels and awaits every open connection. Subclasses implement `handle_connection`."""
+
+    def __init__(self) -> None:
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        await cancel_and_wait(list(self._conns))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            await self.handle_connection(reader, writer)
+        finally:
+            self._conns.discard(task)
+
+    async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError

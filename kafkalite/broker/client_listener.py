@@ -26,35 +26,23 @@ from kafkalite.protocol.codec import (
 )
 from kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaliteError, UnsupportedVersionError
 from kafkalite.protocol.schema import ApiKey
-from kafkalite.aio import cancel_and_wait
+from kafkalite.aio import StreamServer, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">i")
 
 
-class ClientListener:
+class ClientListener(StreamServer):
     def __init__(self, broker: Any):
+        super().__init__()
         self.broker = broker
         self.apis = broker.kafka_apis
         self.frame_bytes_max = broker.settings["socket.request.max.bytes"]
         self.in_flight_max = broker.settings["max.in.flight.requests.per.connection"]
-        self._server: asyncio.AbstractServer | None = None
-        self._conns: set[asyncio.Task] = set()
         self.connections = 0
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        await cancel_and_wait(list(self._conns))
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
+    async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         peer = writer.get_extra_info("peername")
         responses: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(maxsize=self.in_flight_max)
@@ -94,7 +82,6 @@ class ClientListener:
             await cancel_and_wait([sender])
             writer.close()
             self.connections -= 1
-            self._conns.discard(task)
 
     def _decode_and_dispatch(self, frame: bytes, peer: Any) -> asyncio.Task | None:
         """Start handling one request; None means: close the connection."""

@@ -12,7 +12,6 @@ between (STYLE habit 3).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any, Callable

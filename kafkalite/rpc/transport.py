@@ -16,7 +16,7 @@ import struct
 from typing import Any, Awaitable, Callable
 
 from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
-from kafkalite.aio import cancel_and_wait
+from kafkalite.aio import StreamServer, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -45,25 +45,13 @@ async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> byt
         return None
 
 
-class RpcServer:
+class RpcServer(StreamServer):
     def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX):
+        super().__init__()
         self._handler = handler
         self._frame_bytes_max = frame_bytes_max
-        self._server: asyncio.AbstractServer | None = None
-        self._conns: set[asyncio.Task] = set()
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        await cancel_and_wait(list(self._conns))
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
+    async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         pending: set[asyncio.Task] = set()
         lock = asyncio.Lock()
@@ -110,7 +98,6 @@ class RpcServer:
             for t in list(pending):
                 t.cancel()
             writer.close()
-            self._conns.discard(task)
 
 
 class RpcClient:

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from kazoo.client import KazooClient
 
 from kafkalite.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+
+if TYPE_CHECKING:
+    from kafkalite.testing.cluster import LocalCluster
 
 TEST_TICK_TIME_MS = 500
 # The smallest session timeout the server accepts at this tick (2 ticks).

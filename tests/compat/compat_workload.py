@@ -88,6 +88,19 @@ def start_offsets(expected: dict[int, list]) -> dict[int, int]:
     return {p: len(pairs) * (p + 1) // (PARTITIONS + 1) for p, pairs in expected.items()}
 
 
+def tail_count(expected: dict[int, list], starts: dict[int, int]) -> int:
+    """How many records a read from `starts` to the end returns."""
+    return sum(len(pairs) - starts[p] for p, pairs in expected.items())
+
+
+def assert_reads_back(read: Callable[..., dict], boot: str, topic: str, expected: dict[int, list]) -> None:
+    """Both checks every synchronous client makes: everything from the beginning, then
+    the tail of each partition from a given interior offset."""
+    assert_same(read(boot, topic, {p: 0 for p in expected}, sum(len(v) for v in expected.values())), expected)
+    starts = start_offsets(expected)
+    assert_same(read(boot, topic, starts, tail_count(expected, starts)), expected, starts)
+
+
 def drain(poll: Callable[[], Iterable[tuple[int, int, Record]]], count: int, timeout_s: float = READ_TIMEOUT_S) -> dict[int, list[tuple[int, Record]]]:
     """Call `poll()` (which yields (partition, offset, record)) until `count` records arrived
     or the time runs out; returns them per partition in arrival order."""

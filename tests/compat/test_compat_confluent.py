@@ -11,11 +11,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compat_workload import (
     PARTITIONS,
     Acked,
+    assert_reads_back,
     assert_same,
     drain,
     make_records,
     normalize_headers,
-    start_offsets,
 )
 
 pytestmark = pytest.mark.slow
@@ -75,10 +75,7 @@ def test_confluent_admin_creates_topic_and_10k_acks_all_records_read_back_exactl
     records = make_records(null_header_values=True)
     expected = produce(boot, topic, records).expected()
 
-    assert_same(read(boot, topic, {p: 0 for p in range(PARTITIONS)}, len(records)), expected)
-    starts = start_offsets(expected)
-    tail = sum(len(pairs) - starts[p] for p, pairs in expected.items())
-    assert_same(read(boot, topic, starts, tail), expected, starts)
+    assert_reads_back(read, boot, topic, expected)
 
     consumer = Consumer({"bootstrap.servers": boot, "group.id": "compat-unused"})
     try:

@@ -17,11 +17,10 @@ with warnings.catch_warnings():  # kafka-python's schema loader uses importlib A
 from compat_workload import (
     PARTITIONS,
     Acked,
-    assert_same,
+    assert_reads_back,
     drain,
     make_records,
     normalize_headers,
-    start_offsets,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -86,10 +85,7 @@ def test_kafka_python_admin_creates_topic_and_10k_idempotent_acks_all_records_re
     records = make_records()  # kafka-python refuses null header values client-side
     expected = produce(boot, topic, records, **({"compression_type": "gzip"} if brokers == 3 else {})).expected()
 
-    assert_same(read(boot, topic, {p: 0 for p in range(PARTITIONS)}, len(records)), expected)
-    starts = start_offsets(expected)
-    tail = sum(len(pairs) - starts[p] for p, pairs in expected.items())
-    assert_same(read(boot, topic, starts, tail), expected, starts)
+    assert_reads_back(read, boot, topic, expected)
 
     consumer = KafkaConsumer(bootstrap_servers=boot, group_id=None, enable_auto_commit=False)
     try:
