@@ -46,8 +46,19 @@ class StreamServer:
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task] = set()
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
+    async def start(self, host: str, port: int, *, serving: bool = True) -> None:
+        """Bind now; with `serving=False` connections are refused until `start_serving()`
+        (the port is ours, so a clash is still a start-up error)."""
+        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True,
+                                                  start_serving=serving)
+
+    async def start_serving(self) -> None:
+        assert self._server is not None
+        await self._server.start_serving()
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self._server.is_serving()
 
     async def close(self) -> None:
         if self._server is not None:

@@ -27,7 +27,7 @@ def now_ms() -> int:
 
 class DelayedOperations:
     def __init__(self, size_max: int, lookup: Callable[[TP], Any]):
-        """`lookup(tp)` gives the core PartitionReplicaState of a local replica, or None."""
+        """`lookup(tp)` gives a local replica (kafkalite.core.purgatory.PartitionLookup), or None."""
         self.lookup = lookup
         self.produce = Purgatory[int](size_max)
         self.fetch = Purgatory[int](size_max)
@@ -90,7 +90,7 @@ class DelayedOperations:
 
     # -- the two kinds ----------------------------------------------------------------------
     async def wait_produce(self, statuses: dict[TP, ProducePartitionStatus], timeout_ms: int) -> dict[TP, int]:
-        """acks=all: until the HW passes every batch, the leader epoch moves, or timeout."""
+        """acks=all: until the HW passes every batch, the log loses one, or timeout."""
         op = DelayedProduce(statuses)
 
         def check() -> bool:

@@ -51,6 +51,15 @@ class Partition:
     def leo(self) -> int:
         return self.log.log_end_offset
 
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch the log records for `offset`; -1 outside the log."""
+        if not self.log.log_start_offset <= offset < self.leo:
+            return -1
+        return self.log.leader_epoch_cache.epoch_for_offset(offset)
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int):
+        return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
+
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset

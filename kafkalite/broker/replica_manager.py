@@ -200,8 +200,8 @@ class ReplicaManager:
                 if dup is not None:
                     first, last = dup
                     results[tp] = {"error": 0, "base_offset": first, "log_start_offset": part.log_start_offset}
-                    if acks == -1:
-                        waiting[tp] = ProducePartitionStatus(last, part.leader_epoch, self.min_isr(topic))
+                    if acks == -1:  # answered once the HW passes the original batch
+                        waiting[tp] = ProducePartitionStatus(last, part.epoch_at(last), self.min_isr(topic))
                     continue
                 results[tp] = {"error": 0, "base_offset": result.first_offset, "log_start_offset": part.log_start_offset}
                 self.metrics.messages_in(topic, result.record_count, len(records))
@@ -212,8 +212,8 @@ class ReplicaManager:
                     log.exception("append to %s failed", tp)
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
         if waiting:
-            # The core's DelayedProduce fails a partition whose leader epoch moved since the
-            # append, even if this broker leads again (guarantee 4).
+            # The core's DelayedProduce fails a partition whose log no longer holds the
+            # batch as appended, even if this broker leads again (guarantee 4).
             outcome = await self.delayed.wait_produce(waiting, timeout_ms)
             for tp, code in outcome.items():
                 if code != 0:
@@ -223,9 +223,8 @@ class ReplicaManager:
     def _known_partitions(self) -> set[tuple[str, int]]:
         return set(self.partitions)
 
-    def _replica_state(self, tp: tuple[str, int]) -> Any:
-        part = self.partitions.get(tp)
-        return None if part is None else part.state
+    def _replica_state(self, tp: tuple[str, int]) -> Partition | None:
+        return self.partitions.get(tp)
 
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 ALTER_ISR_LINGER_S = 0.02
 ALTER_ISR_RETRY_BACKOFF_S = 0.2
+CLIENT_LISTENER_POLL_S = 0.05
+CLIENT_LISTENER_WARN_S = 10.0
 
 
 def log_config_from(cfg: BrokerConfig) -> LogConfig:
@@ -113,7 +115,8 @@ class Broker:
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
         await self.rpc_server.start(ib_host, ib_port)
         self.client_listener = ClientListener(self)
-        await self.client_listener.start(host, port)
+        # Bound now, serving once the controller's metadata has arrived (_serve_clients).
+        await self.client_listener.start(host, port, serving=False)
         ad_host, ad_port = self.cfg.admin_listener()
         self.admin = AdminHttp(self)
         await self.admin.start(ad_host, ad_port)
@@ -121,6 +124,7 @@ class Broker:
         self.controller.start()
         self._install_watches()
         self._tasks += [
+            asyncio.create_task(self._serve_clients(), name="client-listener-open"),
             asyncio.create_task(self._alter_isr_loop(), name="alter-isr"),
             asyncio.create_task(self._periodic(self._shrink_isr, self.settings["replica.lag.time.max.ms"] / 2000), name="isr-shrink"),
             asyncio.create_task(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), name="hw-checkpoint"),
@@ -129,6 +133,26 @@ class Broker:
         ]
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
+
+    async def _serve_clients(self) -> None:
+        """Accept Kafka clients only once the controller's UpdateMetadata lists this broker.
+
+        Before that the metadata cache is empty, and a Metadata answer with no brokers
+        makes librdkafka decommission every broker it knows, after which it has nobody
+        left to ask and stays silent (issue 7: a broker restarted moments ago answered its
+        clients while still waiting for its old registration to expire). Refused
+        connections only make clients use the other brokers meanwhile."""
+        assert self.client_listener is not None
+        started = time.monotonic()
+        warn_at = started + CLIENT_LISTENER_WARN_S
+        while not self.metadata_cache.alive(self.broker_id):
+            await asyncio.sleep(CLIENT_LISTENER_POLL_S)
+            if time.monotonic() >= warn_at:
+                warn_at += CLIENT_LISTENER_WARN_S
+                log.warning("client listener still closed after %.0f s: no metadata yet from a controller that lists broker %d",
+                            time.monotonic() - started, self.broker_id)
+        await self.client_listener.start_serving()
+        log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
 
     async def _connect_zookeeper(self) -> None:
         timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000
@@ -449,6 +473,7 @@ class Broker:
     def state(self) -> dict[str, Any]:
         return {
             "broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "pid": os.getpid(),
+            "serving_clients": self.client_listener is not None and self.client_listener.serving,
             "controller": self.controller.describe() if self.controller.active else {"active": False, "controller_id": self.metadata_cache.controller_id},
             "controller_epoch_seen": self.replica_manager.controller_epoch,
             "last_init_controller_epoch": self.replica_manager.last_init_controller_epoch,

@@ -193,13 +193,16 @@ class Purgatory(Generic[OpId]):
 
 
 class PartitionLookup(Protocol):
-    """What DelayedProduce needs of a partition; `PartitionReplicaState` fits."""
+    """What DelayedProduce needs of a partition: its replica state (role, ISR, HW) and
+    the leader epoch its log records at an offset."""
 
     @property
     def is_leader(self) -> bool: ...
 
-    @property
-    def leader_epoch(self) -> int: ...
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding `offset` in the local log; -1 if the log
+        does not reach it."""
+        ...
 
     def check_enough_replicas_reach_offset(
         self, required_offset: int, min_insync_replicas: int
@@ -220,12 +223,20 @@ class ProducePartitionStatus:
 
 class DelayedProduce:
     """acks=all (Kafka DelayedProduce.tryComplete). A partition is done when the HW has
-    passed its last offset, or with NOT_LEADER_OR_FOLLOWER when this broker lost the
-    partition or its leader epoch changed since the append (a deposed leader that got
-    the partition back may have truncated and rewritten those offsets: guarantee 4, no
-    ack from a deposed leader), or with NOT_ENOUGH_REPLICAS_AFTER_APPEND. The whole
-    operation completes when every partition is done; on expiry the rest get
-    REQUEST_TIMED_OUT."""
+    passed its last offset, or with NOT_LEADER_OR_FOLLOWER when this broker does not
+    lead the partition or its log no longer holds the batch as appended, or with
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND. The whole operation completes when every partition
+    is done; on expiry the rest get REQUEST_TIMED_OUT.
+
+    "Holds the batch as appended" means the log still records the append's leader epoch
+    at the batch's last offset. A deposed leader that got the partition back after
+    truncating and re-fetching those offsets records a newer epoch there (one leader per
+    epoch, followers copy the leader's bytes), so it cannot acknowledge what it lost
+    (guarantee 4). A leader whose epoch was only bumped (the controller shrank the ISR
+    after a follower failed) still holds the batch and acknowledges it once the HW
+    passes. Failing those would hand the producer an error for a batch whose successors
+    succeed, and librdkafka then reports the batch delivered without an offset (its
+    "implicit ack"): issue 7."""
 
     def __init__(self, partitions: Mapping[Key, ProducePartitionStatus]) -> None:
         assert partitions
@@ -239,7 +250,7 @@ class DelayedProduce:
             if partition is None or not partition.is_leader:
                 self._finish(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            if partition.leader_epoch != status.leader_epoch:
+            if partition.epoch_at(status.last_offset) != status.leader_epoch:
                 self._finish(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             enough, error = partition.check_enough_replicas_reach_offset(

@@ -41,6 +41,8 @@ class VerifyingProducer(threading.Thread):
         self.acked: dict[bytes, Acked] = {}
         self.failed: dict[bytes, str] = {}
         self.sent = 0
+        self._acked_index_max = -1  # the highest send index acknowledged
+        self._last_ack_at = time.monotonic()
         self._halt = threading.Event()
         self.lock = threading.Lock()
 
@@ -58,6 +60,8 @@ class VerifyingProducer(threading.Thread):
             with self.lock:
                 if err is None:
                     self.acked[msg.value()] = Acked(msg.partition(), msg.offset())
+                    self._acked_index_max = max(self._acked_index_max, int(msg.value().rsplit(b"-", 1)[1]))
+                    self._last_ack_at = time.monotonic()
                 else:
                     self.failed[msg.value()] = str(err)
 
@@ -82,6 +86,16 @@ class VerifyingProducer(threading.Thread):
     def snapshot(self) -> tuple[int, int]:
         with self.lock:
             return len(self.acked), len(self.failed)
+
+    def acked_index_max(self) -> int:
+        """The highest send index (the n of `prefix-n`) acknowledged so far: a record sent
+        after a fault is acknowledged once this passes `sent` as it was at the fault."""
+        with self.lock:
+            return self._acked_index_max
+
+    def seconds_since_last_ack(self) -> float:
+        with self.lock:
+            return time.monotonic() - self._last_ack_at
 
 
 @dataclasses.dataclass

@@ -79,6 +79,17 @@ class SimReplica:
     def leo(self) -> int:
         return len(self.disk.log)
 
+    # kafkalite.core.purgatory.PartitionLookup
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader
+
+    def epoch_at(self, offset: int) -> int:
+        return self.disk.log[offset][0] if 0 <= offset < len(self.disk.log) else -1
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int):
+        return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
+
     @property
     def hw(self) -> int:
         return max(self.state.hw, self.initial_hw)
@@ -459,9 +470,8 @@ class SimBroker:
 
     # ------------------------------------------------------------ produce
 
-    def _lookup(self, tp: Any) -> PartitionReplicaState | None:
-        rep = self.replicas.get(tp)
-        return None if rep is None else rep.state
+    def _lookup(self, tp: Any) -> SimReplica | None:
+        return self.replicas.get(tp)
 
     def handle_Produce(self, msg: Message) -> dict[str, Any] | None:
         tp, payload = msg.body["tp"], msg.body["payload"]

@@ -111,10 +111,28 @@ def test_every_operation_ends_exactly_once(steps):
 # ----------------------------------------------------------------- DelayedProduce
 
 
-def leader(isr=(1, 2), leo=10, hw=0):
+class Replica:
+    """A PartitionLookup: the core replica state plus the epoch of each offset in the log."""
+
+    def __init__(self, state: PartitionReplicaState, epochs: list[int]):
+        self.state = state
+        self.epochs = epochs  # epochs[offset] = the leader epoch of the batch at offset
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader
+
+    def epoch_at(self, offset: int) -> int:
+        return self.epochs[offset] if 0 <= offset < len(self.epochs) else -1
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int):
+        return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
+
+
+def leader(isr=(1, 2), leo=10, hw=0, epoch=3, replicas=(1, 2)):
     p = PartitionReplicaState("t", 0, 1)
-    p.become_leader(LeaderAndIsrState(1, 3, isr, 0, (1, 2)), leo, hw, 0)
-    return p
+    p.become_leader(LeaderAndIsrState(1, epoch, isr, 0, replicas), leo, hw, 0)
+    return Replica(p, [epoch] * leo)
 
 
 def test_delayed_produce_completes_when_hw_passes_last_offset():
@@ -123,25 +141,53 @@ def test_delayed_produce_completes_when_hw_passes_last_offset():
     purgatory = Purgatory()
     check = lambda: produce.try_complete({A: partition}.get)  # noqa: E731
     assert purgatory.add("p", [A], 1_000, check) is False
-    partition.update_follower_fetch(2, 5, 10, 1)
+    partition.state.update_follower_fetch(2, 5, 10, 1)
     assert purgatory.check_and_complete(A) == []
-    partition.update_follower_fetch(2, 10, 10, 2)
+    partition.state.update_follower_fetch(2, 10, 10, 2)
     assert purgatory.check_and_complete(A) == ["p"]
     assert produce.result() == {A: ErrorCode.NONE}
 
 
-def test_delayed_produce_fails_when_leadership_lost_or_epoch_changed():
+def test_delayed_produce_fails_when_leadership_lost_or_batch_not_held_as_appended():
     partition = leader()
     produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 2), B: ProducePartitionStatus(9, 2, 1)})
-    assert produce.try_complete({A: partition, B: partition}.get) is False  # B: epoch 2 != 3
+    assert produce.try_complete({A: partition, B: partition}.get) is False  # B: offset 9 holds epoch 3, not 2
     assert produce.partitions[B].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    partition.become_follower(LeaderAndIsrState(2, 4, (2,), 1, (1, 2)), 5)
+    partition.state.become_follower(LeaderAndIsrState(2, 4, (2,), 1, (1, 2)), 5)
     assert produce.try_complete({A: partition}.get) is True
     assert produce.result() == {A: ErrorCode.NOT_LEADER_OR_FOLLOWER, B: ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
+def test_delayed_produce_survives_an_epoch_bump_of_a_leader_that_kept_the_batch():
+    """The controller shrank the ISR after a follower died and bumped the leader epoch: the
+    leader still holds the batch, so it acknowledges once the HW passes (issue 7: failing
+    here made librdkafka report later batches' predecessors delivered without offsets)."""
+    partition = leader(isr=(1, 2, 3), leo=10, epoch=3, replicas=(1, 2, 3))
+    produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 2)})
+    assert produce.try_complete({A: partition}.get) is False
+    partition.state.become_leader(LeaderAndIsrState(1, 4, (1, 2), 1, (1, 2, 3)), 10, 0, 1)
+    assert produce.try_complete({A: partition}.get) is False  # still waiting for the HW
+    partition.state.update_follower_fetch(2, 10, 10, 2)
+    assert produce.try_complete({A: partition}.get) is True
+    assert produce.result() == {A: ErrorCode.NONE}
+
+
+def test_delayed_produce_fails_when_a_returning_leader_rewrote_the_offsets():
+    """Deposed, truncated, re-fetched the new leader's epoch-4 batches, leads again at 5:
+    offset 9 now holds another batch, so the old append must not be acknowledged."""
+    partition = leader(isr=(1, 2), leo=10, epoch=3)
+    produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 2)})
+    assert produce.try_complete({A: partition}.get) is False
+    partition.epochs[5:] = [4] * 5
+    partition.state.become_leader(LeaderAndIsrState(1, 5, (1, 2), 2, (1, 2)), 10, 0, 3)
+    partition.state.update_follower_fetch(2, 10, 10, 4)
+    assert produce.try_complete({A: partition}.get) is True
+    assert produce.result() == {A: ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+
 def test_delayed_produce_expiry_times_out_pending_partitions():
-    partition = leader(isr=(1,), leo=10, hw=10)
+    partition = leader(isr=(1, 2), leo=60)
+    partition.state.update_follower_fetch(2, 10, 60, 1)  # HW 10
     produce = DelayedProduce({A: ProducePartitionStatus(9, 3, 1), B: ProducePartitionStatus(50, 3, 1)})
     assert produce.try_complete({A: partition, B: partition}.get) is False
     produce.on_expiration()

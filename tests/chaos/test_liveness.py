@@ -1,0 +1,123 @@
+"""Liveness after faults, on real processes: a live broker always ends up back in every ISR,
+and a real client is never stranded by a broker restart (issue 7).
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.testing.probes import broker_state, partition_view, wait_fully_replicated, wait_until
+
+SESSION_TIMEOUT_S = 3.0  # kafkalite.testing.fixtures.TEST_BROKER_OVERRIDES
+
+
+def _create(boot: str, name: str, **kwargs) -> None:
+    admin = AdminClient({"bootstrap.servers": boot})
+    for f in admin.create_topics([NewTopic(name, **kwargs)]).values():
+        f.result(timeout=30)
+
+
+def test_controller_paused_past_its_session_as_follower_rejoins_every_isr(cluster):
+    boot = cluster.status()["bootstrap"]
+    ctrl = wait_until(lambda: cluster.status()["controller"], 30, "a controller")
+    others = [b for b in (1, 2, 3) if b != ctrl]
+    # The controller follows every partition: it is never the first (preferred) replica.
+    assignment = [[others[i % 2], others[(i + 1) % 2], ctrl] for i in range(6)]
+    _create(boot, "follow", num_partitions=6, replica_assignment=assignment)
+    wait_fully_replicated(cluster, "follow", 6, 30)
+    cluster.kill(ctrl, "STOP")
+    try:
+        wait_until(lambda: cluster.status()["controller"] not in (None, ctrl), 30, "a new controller")
+        wait_until(lambda: all(ctrl not in (partition_view(cluster, "follow", p) or {"isr": [ctrl]})["isr"] for p in range(6)),
+                   30, f"broker {ctrl} to leave every ISR")
+        time.sleep(1)
+    finally:
+        cluster.kill(ctrl, "CONT")
+    # Back from the pause: its session is gone, it resigns, re-registers with a new epoch and
+    # must follow again, fetch, and rejoin every ISR within seconds.
+    wait_fully_replicated(cluster, "follow", 6, 20)
+    state = broker_state(cluster.broker(ctrl)["admin_port"])
+    for p in range(6):
+        assert state["partitions"][f"follow-{p}"]["is_leader"] is False
+
+
+def _metadata_brokers(port: int) -> list[int] | None:
+    """One Metadata v5 round trip on a fresh connection: the broker ids it lists, or None
+    if the broker does not accept connections (yet)."""
+    import socket
+    import struct
+
+    from kafkalite.protocol.codec import decode_response, encode_request
+    from kafkalite.protocol.schema import ApiKey
+
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    except OSError:
+        return None
+    with s:
+        s.sendall(encode_request(ApiKey.METADATA, 5, 1, "probe", {"topics": None, "allow_auto_topic_creation": False}))
+        buf = b""
+        try:
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                buf += chunk
+        except OSError:
+            return None
+    _, body = decode_response(ApiKey.METADATA, 5, buf[4:])
+    return sorted(b["node_id"] for b in body["brokers"])
+
+
+def test_restarted_broker_never_answers_metadata_without_the_live_brokers(cluster):
+    """A broker killed and restarted at once waits for its old registration to expire
+    before it can register again. Kafka clients must never get a Metadata answer from it
+    that lacks the live brokers meanwhile: librdkafka decommissions every broker missing
+    from an answer and is left with nobody to talk to (issue 7)."""
+    victim = wait_until(lambda: cluster.status()["controller"], 30, "a controller")
+    port = cluster.broker(victim)["port"]
+    cluster.kill(victim, "KILL")
+    time.sleep(0.5)
+    cluster.start(victim, wait=False)
+    answers = []
+    deadline = time.monotonic() + SESSION_TIMEOUT_S * 4 + 10
+    while time.monotonic() < deadline:
+        got = _metadata_brokers(port)
+        if got is not None:
+            answers.append(got)
+            if got == [1, 2, 3]:
+                break
+        time.sleep(0.05)
+    assert answers, "the restarted broker never served Metadata"
+    assert all(a == [1, 2, 3] for a in answers), f"partial broker lists served: {[a for a in answers if a != [1, 2, 3]][:5]}"
+    cluster.wait_ready(30, [victim])
+
+
+def test_idempotent_producer_keeps_getting_acks_across_controller_restarts(cluster):
+    """The short reproduction of issue 7: kill -9 the controller, restart it, wait for the
+    full ISR, three times, while a confluent-kafka idempotent acks=all producer writes.
+    After every fault a record sent after it must be acknowledged within 20 s."""
+    from kafkalite.testing.verify import VerifyingProducer, verify
+
+    boot = cluster.status()["bootstrap"]
+    _create(boot, "steady", num_partitions=6, replication_factor=3, config={"min.insync.replicas": "2"})
+    producer = VerifyingProducer(boot, "steady", rate_per_s=300, seconds_max=240, prefix="steady")
+    producer.start()
+    try:
+        wait_until(lambda: producer.snapshot()[0] >= 200, 30, "first acknowledgements")
+        for _ in range(3):
+            ctrl = wait_until(lambda: cluster.status()["controller"], 30, "a controller")
+            cluster.kill(ctrl, "KILL")
+            time.sleep(1.5)
+            cluster.start(ctrl, wait=False)
+            sent_after = producer.sent
+            wait_until(lambda: producer.acked_index_max() >= sent_after, 20, f"an ack for a record sent after killing controller {ctrl}")
+            cluster.wait_ready(30, [ctrl])
+            wait_fully_replicated(cluster, "steady", 6, 60)
+    finally:
+        producer.stop()
+        producer.join(180)
+    verdict = verify(boot, "steady", 6, producer.acked)
+    assert verdict.ok, "\n".join(verdict.problems)
