@@ -3,6 +3,11 @@ verifying producer writes with acks=all, then check that nothing acknowledged wa
 
 At most one broker is down or paused at a time, so with RF 3 and min.insync.replicas=2 the
 guarantee of DESIGN.md section 7 applies: every acknowledged write must survive.
+
+Liveness counts as much as safety, so two kinds of stall fail the run too: the producer
+getting no acknowledgement for `--stall-seconds` while every partition has a leader (a
+client stranded by the cluster), and a live cluster not fully replicated 60 s after an
+action (a live broker left out of the ISR).
 """
 
 from __future__ import annotations
@@ -10,10 +15,11 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 import time
 
 from kafkalite.testing.cluster import ClusterError, LocalCluster
-from kafkalite.testing.probes import wait_fully_replicated
+from kafkalite.testing.probes import partition_view, wait_fully_replicated
 from kafkalite.testing.verify import VerifyingProducer, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
@@ -42,6 +48,45 @@ def wait_healthy(cluster: LocalCluster, topic: str, partitions: int, timeout_s: 
         return False
 
 
+def every_partition_led(cluster: LocalCluster, topic: str, partitions: int) -> bool:
+    try:
+        return all((v := partition_view(cluster, topic, p)) is not None and v["leader"] >= 0 for p in range(partitions))
+    except (ClusterError, OSError):
+        return False
+
+
+class StallWatch(threading.Thread):
+    """Every second: has the producer been without an acknowledgement for `stall_s` while
+    every partition has a leader? Each such stall is reported once, when it is seen."""
+
+    def __init__(self, cluster: LocalCluster, producer: VerifyingProducer, topic: str, partitions: int, stall_s: float):
+        super().__init__(daemon=True, name="stall-watch")
+        self.cluster, self.producer, self.topic, self.partitions, self.stall_s = cluster, producer, topic, partitions, stall_s
+        self.stalls: list[str] = []
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        in_stall = False
+        while not self._halt.wait(1.0):
+            silent_s = self.producer.seconds_since_last_ack()
+            if silent_s < self.stall_s:
+                if in_stall:
+                    say(f"  producer acknowledged again after {silent_s:.0f} s of silence")
+                in_stall = False
+                continue
+            if in_stall or not every_partition_led(self.cluster, self.topic, self.partitions):
+                continue
+            in_stall = True
+            acked, failed = self.producer.snapshot()
+            msg = (f"STALL: no acknowledgement for {silent_s:.0f} s while every partition has a leader "
+                   f"(acked {acked}, failed {failed}, sent {self.producer.sent})")
+            self.stalls.append(msg)
+            say(msg)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bin/chaos", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".cluster")
@@ -53,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=500, help="messages per second")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--stall-seconds", type=float, default=30,
+                    help="fail when the producer gets no acknowledgement this long while every partition has a leader")
+    ap.add_argument("--replication-seconds", type=float, default=60,
+                    help="fail when the cluster is not fully replicated this long after an action")
     args = ap.parse_args(argv)
     actions = [a.strip() for a in args.actions.split(",") if a.strip()]
     bad = [a for a in actions if a not in ACTIONS]
@@ -80,15 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     producer = VerifyingProducer(boot, args.topic, rate_per_s=args.rate, seconds_max=args.seconds + 300,
                                  prefix=f"chaos{seed}")
     producer.start()
+    watch = StallWatch(cluster, producer, args.topic, args.partitions, args.stall_seconds)
+    watch.start()
     done_actions = []
+    not_replicated: list[str] = []
     try:
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
             time.sleep(min(args.interval, max(end - time.monotonic(), 0)))
             if time.monotonic() >= end:
                 break
-            if not wait_healthy(cluster, args.topic, args.partitions, 60):
-                say("cluster not fully replicated after 60 s; waiting before the next action")
+            if not wait_healthy(cluster, args.topic, args.partitions, args.replication_seconds):
+                last = f"{done_actions[-1][0]} broker {done_actions[-1][1]}" if done_actions else "the start"
+                msg = f"NOT REPLICATED: cluster not fully replicated {args.replication_seconds:.0f} s after {last}"
+                not_replicated.append(msg)
+                say(msg + "; waiting before the next action")
                 continue
             action = rng.choice(actions)
             st = cluster.status()
@@ -119,9 +174,11 @@ def main(argv: list[str] | None = None) -> int:
                     cluster.kill(b["id"], "CONT")
                 except ClusterError:
                     pass
+        watch.stop()
         producer.stop()
         producer.join(180)
-    wait_healthy(cluster, args.topic, args.partitions, 120)
+    if not wait_healthy(cluster, args.topic, args.partitions, 120):
+        not_replicated.append("NOT REPLICATED: cluster not fully replicated 120 s after the last action")
     acked, failed = producer.snapshot()
     say(f"producer stopped: {producer.sent} sent, {acked} acknowledged, {failed} failed (failures are allowed; losses are not)")
     verdict = verify(boot, args.topic, args.partitions, producer.acked)
@@ -129,7 +186,15 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {p}")
     say(f"{len(done_actions)} actions: " + ", ".join(f"{a}({v})" for a, v in done_actions))
     say(("NOTHING ACKNOWLEDGED WAS LOST. " if verdict.ok else "ACKNOWLEDGED DATA WAS LOST OR MOVED. ") + verdict.summary())
-    return 0 if verdict.ok else 1
+    liveness = watch.stalls + not_replicated
+    if liveness:
+        say(f"LIVENESS FAILED: {len(watch.stalls)} producer stalls, {len(not_replicated)} times not fully replicated")
+        for msg in liveness[:20]:
+            say(f"  {msg}")
+    else:
+        say(f"LIVENESS OK: the producer was never silent for {args.stall_seconds:.0f} s and the cluster was fully "
+            f"replicated within {args.replication_seconds:.0f} s of every action")
+    return 0 if verdict.ok and not liveness else 1
 
 
 if __name__ == "__main__":

@@ -34,7 +34,11 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interv
 
 
 def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None:
-    """The metadata of one partition as any live broker sees it."""
+    """The metadata of one partition as the live broker with the newest controller epoch
+    sees it. A broker just back from a pause still holds the metadata of before it and
+    would report, say, itself as leader with a full ISR."""
+    best: tuple[int, int] | None = None
+    view = None
     for b in cluster.status()["brokers"]:
         if not b["alive"]:
             continue
@@ -43,9 +47,10 @@ def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None
         except OSError:
             continue
         meta = st["metadata"]["topics"].get(topic, {}).get(str(partition))
-        if meta is not None:
-            return meta
-    return None
+        rank = (st["metadata"]["controller_epoch"], 1 if st["controller"].get("active") else 0)
+        if meta is not None and (best is None or rank > best):
+            best, view = rank, meta
+    return view
 
 
 def fully_replicated(cluster, topic: str, partitions: int) -> bool:

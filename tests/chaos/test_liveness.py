@@ -121,3 +121,100 @@ def test_idempotent_producer_keeps_getting_acks_across_controller_restarts(clust
         producer.join(180)
     verdict = verify(boot, "steady", 6, producer.acked)
     assert verdict.ok, "\n".join(verdict.problems)
+
+
+def _call(port: int, api: int, version: int, body: dict) -> dict:
+    import socket
+    import struct
+
+    from kafkalite.protocol.codec import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(encode_request(api, version, 1, "dup-test", body))
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+    return decode_response(api, version, buf[4:])[1]
+
+
+def _produce(port: int, topic: str, batch: bytes) -> tuple[int, int]:
+    from kafkalite.protocol.schema import ApiKey
+
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 15000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+    r = _call(port, ApiKey.PRODUCE, 7, body)["responses"][0]["partition_responses"][0]
+    return r["error_code"], r["base_offset"]
+
+
+def test_retry_across_leader_changes_is_answered_with_the_original_offsets(cluster):
+    """Issue 7: an idempotent retry that reaches a new leader is a duplicate, answered with
+    the offsets the batch got (Kafka keeps the last 5 batches per producer), both on a
+    replica that never led (state rebuilt from the log) and on one that led before and
+    kept the state current as a follower."""
+    from kafkalite.cli.admin_client import AdminClient
+    from kafkalite.log.records import encode_batch
+    from kafkalite.protocol.schema import ApiKey
+
+    a, b, c = 1, 2, 3
+    boot = cluster.status()["bootstrap"]
+    _create(boot, "dup", num_partitions=1, replica_assignment=[[a, b, c]])
+    wait_fully_replicated(cluster, "dup", 1, 30)
+    port = {x: cluster.broker(x)["port"] for x in (a, b, c)}
+    init = _call(port[a], ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    assert init["error_code"] == 0
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+
+    def batch(seq: int, n: int) -> bytes:
+        return encode_batch([(None, b"v%d" % (seq + i), []) for i in range(n)], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+    assert _produce(port[a], "dup", batch(0, 3)) == (0, 0)
+    assert _produce(port[a], "dup", batch(3, 2)) == (0, 3)
+    # Broker a pauses past its session: b (never led, state rebuilt from its log) leads.
+    cluster.kill(a, "STOP")
+    try:
+        wait_until(lambda: (v := partition_view(cluster, "dup", 0)) and v["leader"] == b, 30, "b to lead")
+        assert _produce(port[b], "dup", batch(3, 2)) == (0, 3)  # the retry crosses the change
+        assert _produce(port[b], "dup", batch(0, 3)) == (0, 0)
+        assert _produce(port[b], "dup", batch(5, 4)) == (0, 5)
+    finally:
+        cluster.kill(a, "CONT")
+    # a follows b now, in the same process, appending b's batches: it keeps the producer
+    # state current, so when it leads again it knows batch 5 came from the producer.
+    wait_fully_replicated(cluster, "dup", 1, 30)
+    with AdminClient(boot) as admin:
+        wait_until(lambda: admin.elect_preferred_leaders([("dup", 0)])[0][2] in (0, 84)
+                   and partition_view(cluster, "dup", 0)["leader"] == a, 30, "a to lead again")
+    assert _produce(port[a], "dup", batch(5, 4)) == (0, 5)
+    assert _produce(port[a], "dup", batch(3, 2)) == (0, 3)
+    assert _produce(port[a], "dup", batch(9, 1)) == (0, 9)
+
+
+def test_acks_all_waiting_on_a_paused_follower_is_acknowledged_after_the_controller_drops_it(cluster):
+    """Issue 7: a follower stops while an acks=all batch waits for it. The controller drops
+    it from the ISR with a new leader epoch; the leader keeps leading and keeps the batch,
+    so the batch is acknowledged at its offset instead of failing (a failure there made
+    librdkafka report the batch delivered without an offset once a later one succeeded)."""
+    from kafkalite.log.records import encode_batch
+
+    ctrl = wait_until(lambda: cluster.status()["controller"], 30, "a controller")
+    follower = next(b for b in (1, 2, 3) if b != ctrl)
+    leader = next(b for b in (1, 2, 3) if b != follower)
+    third = next(b for b in (1, 2, 3) if b not in (leader, follower))
+    boot = cluster.status()["bootstrap"]
+    _create(boot, "bump", num_partitions=1, replica_assignment=[[leader, third, follower]],
+            config={"min.insync.replicas": "2"})
+    wait_fully_replicated(cluster, "bump", 1, 30)
+    port = cluster.broker(leader)["port"]
+    assert _produce(port, "bump", encode_batch([(None, b"first", [])])) == (0, 0)
+    epoch = partition_view(cluster, "bump", 0)["leader_epoch"]
+    cluster.kill(follower, "STOP")
+    try:
+        got = _produce(port, "bump", encode_batch([(None, b"second", [])]))
+        view = partition_view(cluster, "bump", 0)
+    finally:
+        cluster.kill(follower, "CONT")
+    assert view["leader"] == leader and follower not in view["isr"] and view["leader_epoch"] > epoch
+    assert got == (0, 1)
+    wait_fully_replicated(cluster, "bump", 1, 30)

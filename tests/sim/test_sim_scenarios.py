@@ -253,3 +253,28 @@ def test_rolling_crash_restarts_lose_nothing(seed: int) -> None:
         sim.restart(broker)
         sim.run_until(lambda: settled(sim), timeout_ms=3000)
         sim.run_for(100)
+
+
+def test_acks_all_pending_across_a_controller_isr_shrink_is_acknowledged_with_its_offset() -> None:
+    """Issue 7: a follower dies while an acks=all batch waits for it; the controller drops
+    it from the ISR with a new leader epoch, but the leader keeps leading and keeps the
+    batch. The batch must be acknowledged (at its offset) once the HW passes it, not failed:
+    librdkafka reports a failed batch whose successor succeeds as delivered without an
+    offset."""
+    for seed in range(5):
+        sim = start(seed, replica_lag_time_max_ms=10_000)  # only the controller shrinks the ISR
+        sim.clients.producing = False
+        sim.run_for(sim.cfg.produce_timeout_ms + 100)  # what was in flight is answered
+        before = zk_state(sim)
+        controller = sim.zk.controller_id()
+        follower = next(b for b in sim.assignments[TP0] if b not in (before["leader"], controller))
+        sim.zk.expire(sim.brokers[follower].sid)
+        sim.crash(follower)
+        payload = sim.clients.produce(TP0, before["leader"])
+        sim.run_until(lambda: zk_state(sim)["leader_epoch"] > before["leader_epoch"], timeout_ms=2000)
+        assert zk_state(sim)["leader"] == before["leader"]
+        sim.run_for(sim.cfg.produce_timeout_ms + 100)
+        acked_at = [o for o, p in sim.clients.acked_by_client[TP0].items() if p == payload]
+        assert len(acked_at) == 1, f"seed {seed}: the batch was not acknowledged"
+        sim.restart(follower)
+        sim.run_until(lambda: settled(sim), timeout_ms=3000)
