@@ -163,8 +163,8 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         if offset < self.leo:
             log.info("truncating %s-%d from %d to %d", self.topic, self.partition, self.leo, offset)
-            self.log.truncate_to(offset)
             self._producers_loaded = False  # rebuilt from what is left at the next leadership
+        self.log.truncate_to(offset)  # also at the LEO: drops an epoch that starts there
         if not self.state.is_leader:
             self.state.on_truncate(self.leo)
         self._initial_hw = min(self._initial_hw, self.leo)

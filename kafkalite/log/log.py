@@ -423,9 +423,14 @@ class Log:
         `offset` falls inside a batch, that whole batch goes too, and the LEO becomes that
         batch's base offset (less than `offset`). Returns whether anything changed."""
         assert offset >= 0
-        self._truncations += 1
         if offset >= self._leo:
+            # No batch goes, but an epoch this replica led without appending anything starts
+            # at the LEO; the new leader never heard of it, so it must go (Kafka's
+            # Log.truncateTo does the same). Kept, it is sent as the last fetched epoch and
+            # the leader answers DIVERGING_EPOCH for ever: a follower that never catches up.
+            self.leader_epoch_cache.truncate_from_end(self._leo)
             return False
+        self._truncations += 1
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True

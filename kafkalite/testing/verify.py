@@ -11,6 +11,7 @@ guarantee 2 on the segment files of every replica.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import struct
 import threading
@@ -50,11 +51,22 @@ class VerifyingProducer(threading.Thread):
         self._halt.set()
 
     def run(self) -> None:
-        p = Producer({
+        conf = {
             "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
             "message.timeout.ms": 60000, "linger.ms": 5, "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000, "log_level": 3,
-        })
+        }
+        debug_file = os.environ.get("KAFKALITE_VERIFY_DEBUG_FILE")
+        if debug_file:  # librdkafka's own account of idempotence and retries, for post-mortems
+            handler = logging.FileHandler(debug_file)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            rdkafka_log = logging.getLogger("kafkalite.verify.librdkafka")
+            rdkafka_log.addHandler(handler)
+            rdkafka_log.setLevel(logging.DEBUG)
+            rdkafka_log.propagate = False
+            conf.update({"debug": os.environ.get("KAFKALITE_VERIFY_DEBUG", "eos,broker,topic"), "log_level": 7,
+                         "logger": rdkafka_log})
+        p = Producer(conf)
 
         def on_delivery(err, msg) -> None:
             with self.lock:

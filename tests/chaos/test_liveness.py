@@ -218,3 +218,37 @@ def test_acks_all_waiting_on_a_paused_follower_is_acknowledged_after_the_control
     assert view["leader"] == leader and follower not in view["isr"] and view["leader_epoch"] > epoch
     assert got == (0, 1)
     wait_fully_replicated(cluster, "bump", 1, 30)
+
+
+def test_broker_that_led_an_epoch_without_data_rejoins_every_isr(cluster):
+    """Issue 7, the broker that never fetched again: a leads an epoch and loses it before
+    anything is appended (paused past its session), so its epoch cache ends with an epoch
+    the new leader never heard of. Back as a follower it must truncate that entry away and
+    rejoin every ISR within seconds, not send it as its last fetched epoch for ever."""
+    from confluent_kafka import Producer
+
+    ctrl = wait_until(lambda: cluster.status()["controller"], 30, "a controller")
+    a = ctrl  # as in the chaos run: the controller, leading nothing when paused
+    b, c = [x for x in (1, 2, 3) if x != a]  # b preferred, a second
+    boot = cluster.status()["bootstrap"]
+    _create(boot, "empty-epoch", num_partitions=3, replica_assignment=[[b, a, c]] * 3)
+    wait_fully_replicated(cluster, "empty-epoch", 3, 30)
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "log_level": 3})
+    for i in range(300):
+        p.produce("empty-epoch", value=b"%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    # b pauses past its session: a leads every partition at a new epoch, appends nothing.
+    cluster.kill(b, "STOP")
+    try:
+        wait_until(lambda: all((partition_view(cluster, "empty-epoch", q) or {}).get("leader") == a for q in range(3)), 30, "a to lead")
+    finally:
+        cluster.kill(b, "CONT")
+    wait_fully_replicated(cluster, "empty-epoch", 3, 30)
+    # Now a pauses past its session: b leads again at yet another epoch; a comes back a
+    # follower whose last epoch (led, empty) b never saw.
+    cluster.kill(a, "STOP")
+    try:
+        wait_until(lambda: all((partition_view(cluster, "empty-epoch", q) or {}).get("leader") == b for q in range(3)), 30, "b to lead")
+    finally:
+        cluster.kill(a, "CONT")
+    wait_fully_replicated(cluster, "empty-epoch", 3, 20)

@@ -278,3 +278,31 @@ def test_acks_all_pending_across_a_controller_isr_shrink_is_acknowledged_with_it
         assert len(acked_at) == 1, f"seed {seed}: the batch was not acknowledged"
         sim.restart(follower)
         sim.run_until(lambda: settled(sim), timeout_ms=3000)
+
+
+def test_follower_that_led_an_epoch_without_data_rejoins_the_isr() -> None:
+    """Issue 7: B becomes leader (epoch e+1) and loses it before anything is appended; its
+    epoch cache then holds (e+1, LEO), which the new leader never heard of. Truncating to
+    the LEO must drop that entry, or B sends e+1 as its last fetched epoch, the leader
+    answers DIVERGING_EPOCH for ever, and B, alive and registered, never rejoins the ISR."""
+    tried = 0
+    for seed in range(6):
+        sim = start(seed)
+        sim.clients.producing = False
+        sim.run_for(sim.cfg.produce_timeout_ms + 100)
+        sim.run_until(lambda: settled(sim), timeout_ms=3000)
+        old = zk_state(sim)
+        sim.zk.expire(sim.brokers[old["leader"]].sid)
+        sim.crash(old["leader"])
+        sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, old["leader"]), timeout_ms=2000)
+        b = zk_state(sim)["leader"]
+        tried += 1
+        sim.run_until(lambda: sim.brokers[b].replicas[TP0].state.is_leader, timeout_ms=2000)
+        epoch_b = zk_state(sim)["leader_epoch"]
+        sim.zk.expire(sim.brokers[b].sid)  # B is fenced before it appended anything at epoch_b
+        sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, b), timeout_ms=2000)
+        assert zk_state(sim)["leader_epoch"] > epoch_b
+        sim.restart(old["leader"])
+        sim.run_until(lambda: settled(sim), timeout_ms=4000)
+        assert all(e[0] != epoch_b for e in sim.brokers[b].replicas[TP0].epochs)
+    assert tried >= 2

@@ -351,8 +351,8 @@ class SimBroker:
     def _truncate(self, rep: SimReplica, offset: int) -> None:
         if offset < rep.leo:
             del rep.log[offset:]
-            truncate_epochs_from_end(rep.epochs, offset)
             rep.disk.flushed = min(rep.disk.flushed, offset)
+        truncate_epochs_from_end(rep.epochs, min(offset, rep.leo))  # also an empty epoch at the LEO
         if not rep.state.is_leader:
             rep.state.on_truncate(rep.leo)
         rep.initial_hw = min(rep.initial_hw, rep.leo)

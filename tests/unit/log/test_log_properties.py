@@ -150,6 +150,18 @@ def test_truncate_inside_a_batch_drops_the_whole_batch(tmp_path):
     log.close()
 
 
+def test_truncate_to_the_leo_drops_an_epoch_led_without_data(tmp_path):
+    """Issue 7: an epoch this replica led without appending starts at the LEO; the next
+    leader never heard of it, so truncating to the LEO must drop it (as Kafka does)."""
+    log = Log.open(str(tmp_path / "t-0"), CONFIG, now_ms=0)
+    log.append_as_leader(encode_batch([(None, b"a", ())] * 3, base_timestamp=1), 0, 1)
+    log.leader_epoch_cache.assign(1, log.log_end_offset)  # became leader at epoch 1, appended nothing
+    assert log.truncate_to(3) is False
+    assert log.log_end_offset == 3
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0)]
+    log.close()
+
+
 def test_follower_append_keeps_offsets_and_learns_epochs(tmp_path):
     log = Log.open(str(tmp_path / "f-0"), CONFIG, now_ms=0)
     batch = encode_batch([(None, b"a", ())] * 2, base_offset=0, partition_leader_epoch=3, base_timestamp=1)
