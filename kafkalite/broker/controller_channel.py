@@ -4,11 +4,18 @@ LeaderAndIsr, StopReplica and UpdateMetadata queued for a broker while a send is
 are merged into the next request of their kind, so one event that touches 10,000
 partitions costs one request per broker, not 10,000. Sends retry while the broker stays
 registered with the same epoch; a broker that left or re-registered gets nothing stale.
+
+An UpdateMetadata waits (bounded) until every LeaderAndIsr queued before it, to any broker,
+has been answered: clients learn of a new leader from any broker's metadata, and one that
+learned it before the leader did gets NOT_LEADER for one batch while its next batch, sent
+a moment later, succeeds. librdkafka then reports the first batch delivered without an
+offset (issue 7). Kafka's controller sends both at once and has the same window.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Callable
 
@@ -19,6 +26,16 @@ log = logging.getLogger(__name__)
 
 SEND_RETRIES_MAX = 20
 SEND_BACKOFF_S = 0.1
+METADATA_BARRIER_WAIT_S = 2.0  # an unresponsive new leader delays nobody's metadata longer
+
+
+@dataclasses.dataclass
+class _Queued:
+    api: str
+    body: dict[str, Any]
+    future: asyncio.Future | None
+    done: asyncio.Future | None = None  # LeaderAndIsr: resolved when its send ended
+    barrier: tuple[asyncio.Future, ...] = ()  # UpdateMetadata: LeaderAndIsr sends to wait for
 
 
 class BrokerSender:
@@ -28,26 +45,31 @@ class BrokerSender:
         self.client = client
         self.timeout_ms = timeout_ms
         self.on_response = on_response
-        self._queue: list[tuple[str, dict[str, Any], asyncio.Future | None]] = []
+        self._queue: list[_Queued] = []
+        self._sending_done: list[asyncio.Future] = []
         self._event = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"controller-sender-{broker_id}")
 
-    def enqueue(self, api: str, body: dict[str, Any], future: asyncio.Future | None = None) -> None:
-        body = dict(body)
-        body["broker_epoch"] = self.broker_epoch
-        self._queue.append((api, body, future))
+    def enqueue(self, item: _Queued) -> None:
+        item.body = dict(item.body)
+        item.body["broker_epoch"] = self.broker_epoch
+        self._queue.append(item)
         self._event.set()
 
-    def _take_batch(self) -> tuple[str, dict[str, Any], list[asyncio.Future]]:
-        """The next request: the head of the queue merged with same-kind followers."""
-        api, body, fut = self._queue.pop(0)
-        futures = [fut] if fut is not None else []
-        while self._queue and self._queue[0][0] == api and _mergeable(api, body, self._queue[0][1]):
-            _, nxt, f2 = self._queue.pop(0)
-            body = _merge(api, body, nxt)
-            if f2 is not None:
-                futures.append(f2)
-        return api, body, futures
+    def _take_batch(self) -> tuple[str, dict[str, Any], list[asyncio.Future], set[asyncio.Future]]:
+        """The next request: the head of the queue merged with same-kind followers; the
+        futures to answer, and the LeaderAndIsr sends it must wait for."""
+        head = self._queue.pop(0)
+        api, body = head.api, head.body
+        merged = [head]
+        while self._queue and self._queue[0].api == api and _mergeable(api, body, self._queue[0].body):
+            nxt = self._queue.pop(0)
+            body = _merge(api, body, nxt.body)
+            merged.append(nxt)
+        futures = [q.future for q in merged if q.future is not None]
+        barrier = {f for q in merged for f in q.barrier if not f.done()}
+        self._sending_done = [q.done for q in merged if q.done is not None]
+        return api, body, futures, barrier
 
     async def _run(self) -> None:
         while True:
@@ -55,7 +77,9 @@ class BrokerSender:
                 self._event.clear()
                 await self._event.wait()
                 continue
-            api, body, futures = self._take_batch()
+            api, body, futures, barrier = self._take_batch()
+            if barrier:
+                await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_S)
             result: Any = None
             for attempt in range(SEND_RETRIES_MAX):
                 try:
@@ -72,6 +96,9 @@ class BrokerSender:
                         f.set_exception(result)
                     else:
                         f.set_result(result)
+            for done in self._sending_done:
+                if not done.done():
+                    done.set_result(None)  # answered or given up: metadata may follow
             if isinstance(result, dict):
                 self.on_response(self.broker_id, api, result)
             else:
@@ -79,9 +106,14 @@ class BrokerSender:
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])
-        for _, _, f in self._queue:
-            if f is not None and not f.done():
-                f.set_exception(RpcError("controller channel closed"))
+        for done in self._sending_done:
+            if not done.done():
+                done.set_result(None)
+        for q in self._queue:
+            if q.future is not None and not q.future.done():
+                q.future.set_exception(RpcError("controller channel closed"))
+            if q.done is not None and not q.done.done():
+                q.done.set_result(None)
         await self.client.close()
 
 
@@ -125,6 +157,7 @@ class ControllerChannel:
         self.timeout_ms = timeout_ms
         self.on_response = on_response
         self.senders: dict[int, BrokerSender] = {}
+        self._leader_and_isr_in_flight: set[asyncio.Future] = set()
 
     def add_broker(self, broker_id: int, broker_epoch: int, host: str, port: int) -> None:
         old = self.senders.get(broker_id)
@@ -143,7 +176,14 @@ class ControllerChannel:
         sender = self.senders.get(broker_id)
         if sender is None:
             return False
-        sender.enqueue(api, body, future)
+        item = _Queued(api, body, future)
+        if api == "LeaderAndIsr":
+            item.done = asyncio.get_running_loop().create_future()
+            self._leader_and_isr_in_flight.add(item.done)
+            item.done.add_done_callback(self._leader_and_isr_in_flight.discard)
+        elif api == "UpdateMetadata":
+            item.barrier = tuple(self._leader_and_isr_in_flight)
+        sender.enqueue(item)
         return True
 
     async def close(self) -> None:

@@ -1,0 +1,75 @@
+"""The controller's per-broker senders: UpdateMetadata waits for earlier LeaderAndIsr sends
+to every broker (issue 7: a client must not learn of a leader before the leader does)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.broker import controller_channel
+from kafkalite.broker.controller_channel import BrokerSender, ControllerChannel
+
+
+class FakeClient:
+    """Records calls; LeaderAndIsr calls to a gated client wait until released."""
+
+    def __init__(self, name: str, log: list[str], gate: asyncio.Event | None = None):
+        self.name, self.log, self.gate = name, log, gate
+
+    async def call(self, api, body, payload=b"", *, timeout_ms=30000):
+        if api == "LeaderAndIsr" and self.gate is not None:
+            await self.gate.wait()
+        self.log.append(f"{api}->{self.name}")
+        return {"error": 0}, memoryview(b"")
+
+    async def close(self):
+        pass
+
+
+def _channel(log: list[str], gate: asyncio.Event) -> ControllerChannel:
+    channel = ControllerChannel(1, 1000, lambda *args: None)
+    channel.senders[2] = BrokerSender(2, 10, FakeClient("b2", log, gate), 1000, lambda *args: None)
+    channel.senders[3] = BrokerSender(3, 11, FakeClient("b3", log), 1000, lambda *args: None)
+    return channel
+
+
+async def test_update_metadata_waits_for_an_earlier_leader_and_isr_to_another_broker():
+    log: list[str] = []
+    gate = asyncio.Event()
+    channel = _channel(log, gate)
+    body = {"controller_epoch": 1, "partitions": [["t", 0, 2, 5, [2, 3], 1, [2, 3]]]}
+    channel.send(2, "LeaderAndIsr", body)  # broker 2 becomes leader; its answer is slow
+    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
+    await asyncio.sleep(0.1)
+    assert log == []  # nobody hears of the new leader before it knows
+    gate.set()
+    await asyncio.sleep(0.1)
+    assert log == ["LeaderAndIsr->b2", "UpdateMetadata->b3"]
+    await channel.close()
+
+
+async def test_update_metadata_goes_out_after_the_bound_when_a_leader_never_answers(monkeypatch):
+    monkeypatch.setattr(controller_channel, "METADATA_BARRIER_WAIT_S", 0.2)
+    log: list[str] = []
+    gate = asyncio.Event()
+    channel = _channel(log, gate)
+    channel.send(2, "LeaderAndIsr", {"controller_epoch": 1, "partitions": []})
+    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
+    await asyncio.sleep(0.5)
+    assert log == ["UpdateMetadata->b3"]
+    gate.set()
+    await asyncio.sleep(0.1)
+    assert log == ["UpdateMetadata->b3", "LeaderAndIsr->b2"]
+    await channel.close()
+
+
+async def test_update_metadata_sent_before_a_leader_and_isr_does_not_wait_for_it():
+    log: list[str] = []
+    gate = asyncio.Event()
+    channel = _channel(log, gate)
+    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
+    channel.send(2, "LeaderAndIsr", {"controller_epoch": 1, "partitions": []})
+    await asyncio.sleep(0.1)
+    assert log == ["UpdateMetadata->b3"]
+    gate.set()
+    await asyncio.sleep(0.1)
+    await channel.close()
