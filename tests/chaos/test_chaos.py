@@ -149,3 +149,31 @@ def test_bin_chaos_reports_nothing_lost(cluster):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout
     assert "actions:" in proc.stdout
+
+
+def test_bin_chaos_fails_on_a_silent_producer_and_a_cluster_not_fully_replicated(cluster):
+    """Liveness is part of the verdict: with one broker paused from the start and a topic
+    needing all three replicas in sync, the producer gets no acknowledgement while every
+    partition has a leader, and the cluster is never fully replicated. bin/chaos must say
+    both and exit 1, while still finding nothing acknowledged lost."""
+    import subprocess
+    import sys
+
+    boot = cluster.status()["bootstrap"]
+    _create(boot, "stalled", num_partitions=3, replication_factor=3, config={"min.insync.replicas": "3"})
+    _wait_fully_replicated(cluster, "stalled", 3)
+    cluster.kill(3, "STOP")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kafkalite.cli.chaos", "--dir", str(cluster.dir), "--topic", "stalled", "--partitions", "3",
+             "--seconds", "12", "--interval", "2", "--rate", "100", "--seed", "3",
+             "--stall-seconds", "6", "--replication-seconds", "4"],
+            capture_output=True, text=True, timeout=400,
+        )
+    finally:
+        cluster.kill(3, "CONT")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "STALL: no acknowledgement" in proc.stdout
+    assert "NOT REPLICATED" in proc.stdout
+    assert "LIVENESS FAILED" in proc.stdout
+    assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout

@@ -43,31 +43,31 @@ def test_controller_paused_past_its_session_as_follower_rejoins_every_isr(cluste
         assert state["partitions"][f"follow-{p}"]["is_leader"] is False
 
 
-def _metadata_brokers(port: int) -> list[int] | None:
-    """One Metadata v5 round trip on a fresh connection: the broker ids it lists, or None
-    if the broker does not accept connections (yet)."""
+def _call(port: int, api: int, version: int, body: dict) -> dict:
     import socket
     import struct
 
     from kafkalite.protocol.codec import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(encode_request(api, version, 1, "dup-test", body))
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+    return decode_response(api, version, buf[4:])[1]
+
+
+def _metadata_brokers(port: int) -> list[int] | None:
+    """One Metadata v5 round trip on a fresh connection: the broker ids it lists, or None
+    if the broker does not accept connections (yet)."""
     from kafkalite.protocol.schema import ApiKey
 
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    except OSError:
+        body = _call(port, ApiKey.METADATA, 5, {"topics": None, "allow_auto_topic_creation": False})
+    except (OSError, AssertionError):
         return None
-    with s:
-        s.sendall(encode_request(ApiKey.METADATA, 5, 1, "probe", {"topics": None, "allow_auto_topic_creation": False}))
-        buf = b""
-        try:
-            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return None
-                buf += chunk
-        except OSError:
-            return None
-    _, body = decode_response(ApiKey.METADATA, 5, buf[4:])
     return sorted(b["node_id"] for b in body["brokers"])
 
 
@@ -121,22 +121,6 @@ def test_idempotent_producer_keeps_getting_acks_across_controller_restarts(clust
         producer.join(180)
     verdict = verify(boot, "steady", 6, producer.acked)
     assert verdict.ok, "\n".join(verdict.problems)
-
-
-def _call(port: int, api: int, version: int, body: dict) -> dict:
-    import socket
-    import struct
-
-    from kafkalite.protocol.codec import decode_response, encode_request
-
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(encode_request(api, version, 1, "dup-test", body))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(65536)
-            assert chunk, "connection closed"
-            buf += chunk
-    return decode_response(api, version, buf[4:])[1]
 
 
 def _produce(port: int, topic: str, batch: bytes) -> tuple[int, int]:
@@ -237,18 +221,18 @@ def test_broker_that_led_an_epoch_without_data_rejoins_every_isr(cluster):
     for i in range(300):
         p.produce("empty-epoch", value=b"%d" % i, partition=i % 3)
     assert p.flush(30) == 0
+    def pause_until_led_by(paused: int, leader: int) -> None:
+        cluster.kill(paused, "STOP")
+        try:
+            wait_until(lambda: all((partition_view(cluster, "empty-epoch", q) or {}).get("leader") == leader for q in range(3)),
+                       30, f"broker {leader} to lead")
+        finally:
+            cluster.kill(paused, "CONT")
+
     # b pauses past its session: a leads every partition at a new epoch, appends nothing.
-    cluster.kill(b, "STOP")
-    try:
-        wait_until(lambda: all((partition_view(cluster, "empty-epoch", q) or {}).get("leader") == a for q in range(3)), 30, "a to lead")
-    finally:
-        cluster.kill(b, "CONT")
+    pause_until_led_by(b, a)
     wait_fully_replicated(cluster, "empty-epoch", 3, 30)
     # Now a pauses past its session: b leads again at yet another epoch; a comes back a
     # follower whose last epoch (led, empty) b never saw.
-    cluster.kill(a, "STOP")
-    try:
-        wait_until(lambda: all((partition_view(cluster, "empty-epoch", q) or {}).get("leader") == b for q in range(3)), 30, "b to lead")
-    finally:
-        cluster.kill(a, "CONT")
+    pause_until_led_by(a, b)
     wait_fully_replicated(cluster, "empty-epoch", 3, 20)
