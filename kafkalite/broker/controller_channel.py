@@ -2,8 +2,10 @@
 
 LeaderAndIsr, StopReplica and UpdateMetadata queued for a broker while a send is in flight
 are merged into the next request of their kind, so one event that touches 10,000
-partitions costs one request per broker, not 10,000. Sends retry while the broker stays
-registered with the same epoch; a broker that left or re-registered gets nothing stale.
+partitions costs one request per broker, not 10,000. A send is retried (backing off up to
+a second) for as long as the broker stays registered with the same epoch, as Kafka's
+RequestSendThread does: a live, registered broker always ends up with the controller's
+current state. A broker that left or re-registered gets a new sender and nothing stale.
 
 An UpdateMetadata waits (bounded) until every LeaderAndIsr queued before it, to any broker,
 has been answered: clients learn of a new leader from any broker's metadata, and one that
@@ -24,8 +26,9 @@ from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-SEND_RETRIES_MAX = 20
 SEND_BACKOFF_S = 0.1
+SEND_BACKOFF_MAX_S = 1.0
+SEND_FAILURES_LOGGED_EVERY = 20
 METADATA_BARRIER_WAIT_S = 2.0  # an unresponsive new leader delays nobody's metadata longer
 
 
@@ -80,29 +83,30 @@ class BrokerSender:
             api, body, futures, barrier = self._take_batch()
             if barrier:
                 await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_S)
-            result: Any = None
-            for attempt in range(SEND_RETRIES_MAX):
-                try:
-                    header, _ = await self.client.call(api, body, timeout_ms=self.timeout_ms)
-                    result = dict(header)
-                    break
-                except RpcError as e:
-                    result = e
-                    log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, attempt + 1, e)
-                    await asyncio.sleep(min(SEND_BACKOFF_S * (attempt + 1), 1.0))
+            result = await self._send_until_answered(api, body)
             for f in futures:
                 if not f.done():
-                    if isinstance(result, Exception):
-                        f.set_exception(result)
-                    else:
-                        f.set_result(result)
+                    f.set_result(result)
             for done in self._sending_done:
                 if not done.done():
-                    done.set_result(None)  # answered or given up: metadata may follow
-            if isinstance(result, dict):
-                self.on_response(self.broker_id, api, result)
-            else:
-                log.warning("%s to broker %d given up after %d attempts: %s", api, self.broker_id, SEND_RETRIES_MAX, result)
+                    done.set_result(None)  # answered: metadata may follow
+            self.on_response(self.broker_id, api, result)
+
+    async def _send_until_answered(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Until the broker answers; only closing this sender (the broker left or
+        re-registered, or the controller resigned) ends it otherwise."""
+        attempt = 0
+        while True:
+            try:
+                header, _ = await self.client.call(api, body, timeout_ms=self.timeout_ms)
+                return dict(header)
+            except RpcError as e:
+                attempt += 1
+                if attempt % SEND_FAILURES_LOGGED_EVERY == 0:
+                    log.warning("%s to broker %d still unanswered after %d attempts: %s", api, self.broker_id, attempt, e)
+                else:
+                    log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, attempt, e)
+                await asyncio.sleep(min(SEND_BACKOFF_S * attempt, SEND_BACKOFF_MAX_S))
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])

@@ -73,3 +73,33 @@ async def test_update_metadata_sent_before_a_leader_and_isr_does_not_wait_for_it
     gate.set()
     await asyncio.sleep(0.1)
     await channel.close()
+
+
+async def test_a_send_is_retried_until_the_broker_answers(monkeypatch):
+    """Issue 7: the sender used to give up after 20 attempts, leaving a live, registered
+    broker without its LeaderAndIsr; Kafka's RequestSendThread retries until the broker is
+    gone, and so do we (a re-registered broker gets a new sender)."""
+    from kafkalite.rpc.transport import RpcError
+
+    monkeypatch.setattr(controller_channel, "SEND_BACKOFF_S", 0.001)
+    monkeypatch.setattr(controller_channel, "SEND_BACKOFF_MAX_S", 0.001)
+    answers: list[tuple[int, str, dict]] = []
+
+    class Flaky(FakeClient):
+        calls = 0
+
+        async def call(self, api, body, payload=b"", *, timeout_ms=30000):
+            Flaky.calls += 1
+            if Flaky.calls <= 50:
+                raise RpcError("connection refused")
+            return await super().call(api, body, payload, timeout_ms=timeout_ms)
+
+    log: list[str] = []
+    sender = BrokerSender(2, 10, Flaky("b2", log), 1000, lambda *args: answers.append(args))
+    fut = asyncio.get_running_loop().create_future()
+    sender.enqueue(controller_channel._Queued("LeaderAndIsr", {"controller_epoch": 1, "partitions": []}, fut))
+    assert await asyncio.wait_for(fut, 5) == {"error": 0}
+    assert Flaky.calls == 51
+    assert log == ["LeaderAndIsr->b2"]
+    assert answers == [(2, "LeaderAndIsr", {"error": 0})]
+    await sender.close()
