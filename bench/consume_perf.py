@@ -30,8 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition  # noqa: E402
-from produce_perf import MB, bootstrap_servers, broker_count, ensure_topic, run_producer  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from produce_perf import MB, bootstrap_servers, broker_count, ensure_topic, run_producer
 
 CONSUME_BATCH = 10_000
 POLL_TIMEOUT_S = 0.2

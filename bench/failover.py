@@ -29,14 +29,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo.client import KazooClient
 
-from kafkalite.cli.admin_client import AdminClient  # noqa: E402
-from kafkalite.log.records import encode_batch  # noqa: E402
-from kafkalite.protocol.codec import decode_response, encode_request  # noqa: E402
-from kafkalite.protocol.schema import ApiKey  # noqa: E402
-from kafkalite.testing.cluster import LocalCluster, wait_pid_exit  # noqa: E402
-from kafkalite.testing.ports import free_ports  # noqa: E402
+from kafkalite.cli.admin_client import AdminClient
+from kafkalite.log.records import encode_batch
+from kafkalite.protocol.codec import decode_response, encode_request
+from kafkalite.protocol.schema import ApiKey
+from kafkalite.testing.cluster import LocalCluster, wait_pid_exit
+from kafkalite.testing.ports import free_ports
 
 TOPIC = "failover"
 DEADLINE_S = 300
@@ -65,7 +65,7 @@ def fully_replicated(admin: AdminClient, n: int) -> bool:
         ls = leaders(admin)
     except Exception:  # noqa: BLE001 - brokers restarting
         return False
-    return len(ls) == n and all(l >= 0 and len(isr) == 3 for l, isr, _ in ls.values())
+    return len(ls) == n and all(leader >= 0 and len(isr) == 3 for leader, isr, _ in ls.values())
 
 
 def produce_one_each(cluster: LocalCluster, assignment: dict[int, int]) -> set[int]:
@@ -136,12 +136,12 @@ def run(partitions: int, workdir: str) -> dict:
         out["create_s"] = time.monotonic() - t0
         controller = admin.metadata().controller_id
         ls = leaders(admin)
-        victim = max((b for b in (1, 2, 3) if b != controller), key=lambda b: sum(1 for l, _, _ in ls.values() if l == b))
-        affected = {p for p, (l, _, _) in ls.items() if l == victim}
+        victim = max((b for b in (1, 2, 3) if b != controller), key=lambda b: sum(1 for leader, _, _ in ls.values() if leader == b))
+        affected = {p for p, (leader, _, _) in ls.items() if leader == victim}
         out["victim_is_controller"] = False
         if not affected:  # e.g. one partition led by the controller: then the controller it is
             victim = ls[0][0]
-            affected = {p for p, (l, _, _) in ls.items() if l == victim}
+            affected = {p for p, (leader, _, _) in ls.items() if leader == victim}
             out["victim_is_controller"] = True
         out["led_by_victim"] = len(affected)
 
@@ -172,9 +172,9 @@ def run(partitions: int, workdir: str) -> dict:
         cluster.start(victim)
         wait_for(lambda: fully_replicated(admin, partitions), DEADLINE_S, "ISR full again", 0.5)
         admin.elect_preferred_leaders(None)
-        wait_for(lambda: sum(1 for l, _, _ in leaders(admin).values() if l == victim) >= partitions // 3, 120, "preferred leaders back", 0.2)
+        wait_for(lambda: sum(1 for leader, _, _ in leaders(admin).values() if leader == victim) >= partitions // 3, 120, "preferred leaders back", 0.2)
         ls = leaders(admin)
-        affected = {p for p, (l, _, _) in ls.items() if l == victim}
+        affected = {p for p, (leader, _, _) in ls.items() if leader == victim}
         out["led_at_shutdown"] = len(affected)
         pid = cluster.broker(victim)["pid"]
         start = time.monotonic()

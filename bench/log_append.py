@@ -25,9 +25,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kafkalite.log.config import LogConfig  # noqa: E402
-from kafkalite.log.log import Log  # noqa: E402
-from kafkalite.log.records import encode_batch  # noqa: E402
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log import Log
+from kafkalite.log.records import encode_batch
 
 MIB = 1 << 20
 ROUNDS = 8

@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 MB = 1 << 20
 PAYLOAD_POOL = 1024  # distinct random payloads, cycled (random per record would cost more than the send)
@@ -245,7 +245,7 @@ def compare(args: argparse.Namespace, boot: str) -> list[Result]:
         raise SystemExit(f"--compare needs a cluster of at least 3 brokers; this one has {brokers}")
     run_id = time.strftime("%Y%m%d%H%M%S")
     topics = []
-    for label, rf, min_isr, acks in COMPARE_SCENARIOS:
+    for _label, rf, min_isr, acks in COMPARE_SCENARIOS:
         topic = f"{args.topic}-rf{rf}-acks{acks}-{run_id}"
         ensure_topic(boot, topic, COMPARE_PARTITIONS, rf, min_isr)
         topics.append(topic)

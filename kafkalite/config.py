@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 class ConfigError(Exception):

@@ -17,6 +17,7 @@ import logging
 import struct
 from typing import Any
 
+from kafkalite.aio import StreamServer, cancel_and_wait
 from kafkalite.protocol.codec import (
     RequestHeader,
     decode_request,
@@ -26,7 +27,6 @@ from kafkalite.protocol.codec import (
 )
 from kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaliteError, UnsupportedVersionError
 from kafkalite.protocol.schema import ApiKey
-from kafkalite.aio import StreamServer, cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class ClientListener(StreamServer):
             resp = await self.apis.handle(header, body)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a bug answers UNKNOWN_SERVER_ERROR, the broker lives
+        except Exception:
             log.exception("handler of %s v%d failed", ApiKey(header.api_key).name, header.api_version)
             return [error_response(header, body, int(ErrorCode.UNKNOWN_SERVER_ERROR))]
         if resp is None:
@@ -122,7 +122,7 @@ class ClientListener(StreamServer):
                 parts = await job
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("response failed")
                 writer.close()
                 return

@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.controller_channel import ControllerChannel
 from kafkalite.core import election
 from kafkalite.core.replica_state import AlterIsrItem
@@ -22,7 +23,6 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.zk import paths
 from kafkalite.zk.codec import BrokerRegistration, PartitionState, TopicAssignment
 from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError
-from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Controller:
             except ZkError as e:
                 log.warning("controller event %s failed on ZooKeeper: %s", ev.kind, e)
                 self._fail(ev, ErrorCode.NOT_CONTROLLER)
-            except Exception:  # noqa: BLE001 - a bug must not stop the controller silently
+            except Exception:
                 log.exception("controller event %s failed", ev.kind)
                 self._fail(ev, ErrorCode.UNKNOWN_SERVER_ERROR)
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from kafkalite.rpc.transport import RpcClient, RpcError
 from kafkalite.aio import cancel_and_wait
+from kafkalite.rpc.transport import RpcClient, RpcError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from kafkalite.core.codes import PurgatoryFullError
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory

@@ -13,13 +13,14 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.partition import Partition
 from kafkalite.core.truncation import follower_truncation_state
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.transport import RpcClient, RpcError
-from kafkalite.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class FetchState:
 class FetcherTask:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, manager: "FetcherManager", leader_id: int):
+    def __init__(self, manager: FetcherManager, leader_id: int):
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[TP, FetchState] = {}
@@ -79,7 +80,7 @@ class FetcherTask:
             except RpcError as e:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
-            except Exception:  # noqa: BLE001 - a bug must not kill replication silently forever
+            except Exception:
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
                 await asyncio.sleep(backoff_s)
 

@@ -33,7 +33,7 @@ class InterBrokerHandlers:
         except (KeyError, TypeError, ValueError) as e:
             log.warning("malformed %s from %s: %s", api, header.get("sender"), e)
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
-        except Exception as e:  # noqa: BLE001 - typed errors carry their code
+        except Exception as e:
             if not is_operating_error(e):
                 log.exception("%s from %s failed", api, header.get("sender"))
             return {"error": error_code_for(e)}, b""
@@ -54,6 +54,7 @@ class InterBrokerHandlers:
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
         for topic, cfg in (h.get("topic_configs") or {}).items():
             self.rm.topic_configs[topic] = dict(cfg)
+        self.broker.metadata_updates.notify()
         return {"error": 0}, b""
 
     # -- broker -> controller -------------------------------------------------------------

@@ -308,18 +308,18 @@ class KafkaApis:
                 results[name] = (int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists")
             except ZkError as e:
                 results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
-            except Exception as e:  # noqa: BLE001 - typed placement errors carry a code
+            except Exception as e:
                 if not is_operating_error(e):
                     log.exception("create topic %s failed", name)
                 results[name] = (error_code_for(e), str(e))
         deadline = time.monotonic() + timeout_ms / 1000
+
+        def led(name: str, n: int) -> bool:
+            parts = self.cache.topics.get(name, {})
+            return len(parts) == n and all(m.leader >= 0 for m in parts.values())
+
         for name, n in created:
-            while time.monotonic() < deadline:
-                parts = self.cache.topics.get(name, {})
-                if len(parts) == n and all(m.leader >= 0 for m in parts.values()):
-                    break
-                await asyncio.sleep(0.02)
-            else:
+            if not await self.broker.metadata_updates.wait_until(lambda: led(name, n), deadline - time.monotonic()):  # noqa: B023 - awaited here
                 if timeout_ms > 0:
                     results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), "topic created; leaders not yet elected")
         return results
@@ -344,9 +344,8 @@ class KafkaApis:
                     out.append({"name": name, "error_code": int(ErrorCode.REQUEST_TIMED_OUT)})
         deadline = time.monotonic() + body["timeout_ms"] / 1000
         for name in waiting:
-            while name in self.cache.topics and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-            if name in self.cache.topics:
+            gone = await self.broker.metadata_updates.wait_until(lambda: name not in self.cache.topics, deadline - time.monotonic())  # noqa: B023
+            if not gone:
                 for r in out:
                     if r["name"] == name:
                         r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
@@ -435,12 +434,12 @@ class KafkaApis:
                 results[tp] = (0, None)
             else:
                 results[tp] = (int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE), "the preferred replica is not alive or not in the ISR")
-        deadline = time.monotonic() + timeout_ms / 1000
-        while time.monotonic() < deadline:
+
+        def preferred_lead() -> bool:
             metas = [self.cache.partition(*tp) for tp in elected]
-            if all(m is None or (m.replicas and m.leader == m.replicas[0]) for m in metas):
-                break
-            await asyncio.sleep(0.02)
+            return all(m is None or (m.replicas and m.leader == m.replicas[0]) for m in metas)
+
+        await self.broker.metadata_updates.wait_until(preferred_lead, timeout_ms / 1000)
         return results
 
 _HANDLERS = {

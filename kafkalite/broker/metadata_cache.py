@@ -6,7 +6,9 @@ read from ZooKeeper on the request path.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 
@@ -24,7 +26,7 @@ class BrokerInfo:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> "BrokerInfo":
+    def from_wire(cls, d: dict[str, Any]) -> BrokerInfo:
         return cls(
             id=int(d["id"]), host=str(d["host"]), port=int(d["port"]),
             inter_broker_port=int(d["inter_broker_port"]), admin_port=int(d["admin_port"]),
@@ -44,7 +46,7 @@ class PartitionMeta:
         return [self.leader, self.leader_epoch, list(self.isr), list(self.replicas), list(self.offline_replicas)]
 
     @classmethod
-    def from_wire(cls, w: list[Any]) -> "PartitionMeta":
+    def from_wire(cls, w: list[Any]) -> PartitionMeta:
         leader, epoch, isr, replicas, offline = w
         return cls(int(leader), int(epoch), tuple(isr), tuple(replicas), tuple(offline))
 
@@ -94,3 +96,31 @@ class MetadataCache:
             },
             "topic_configs": self.topic_configs,
         }
+
+
+class MetadataUpdates:
+    """Wakes the coroutines that wait for the cache to satisfy a condition (a created topic
+    has leaders, this broker is listed, ...) each time an UpdateMetadata was applied."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Event()
+
+    def notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether `condition()` held within `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            left_s = deadline - loop.time()
+            if left_s <= 0:
+                return False
+            changed = self._changed
+            try:
+                async with asyncio.timeout(left_s):
+                    await changed.wait()
+            except TimeoutError:
+                return condition()
+        return True

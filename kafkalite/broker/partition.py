@@ -8,7 +8,7 @@ replica manager parks on it. Everything here runs on the event loop thread; noth
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kafkalite.broker.errors import fail
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
@@ -32,7 +32,7 @@ class Partition:
         self._initial_hw = min(max(initial_hw, plog.log_start_offset), plog.log_end_offset)
         self.producers = ProducerStateTable()
         self._producers_loaded = False
-        self.listeners: list[Callable[["Partition"], None]] = []
+        self.listeners: list[Callable[[Partition], None]] = []
 
     # -- identity and offsets ------------------------------------------------------------
     @property

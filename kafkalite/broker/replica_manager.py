@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import error_code_for, fail, is_operating_error
@@ -137,7 +138,7 @@ class ReplicaManager:
                     elif st.leader < 0 and self.fetchers is not None:
                         self.fetchers.remove_partitions([tp])
                 results.append([topic, int(p), 0])
-            except Exception as e:  # noqa: BLE001 - mapped to a per-partition code
+            except Exception as e:
                 if not is_operating_error(e):
                     log.exception("LeaderAndIsr for %s failed", tp)
                 results.append([topic, int(p), error_code_for(e)])
@@ -207,7 +208,7 @@ class ReplicaManager:
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
                     waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if not is_operating_error(e):
                     log.exception("append to %s failed", tp)
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
@@ -257,7 +258,7 @@ class ReplicaManager:
                 if alter is not None:
                     self.alter_isr_sink(alter)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if not is_operating_error(e):
                 log.exception("read of %s failed", tp)
             out["error"] = error_code_for(e)

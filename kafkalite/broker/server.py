@@ -30,7 +30,7 @@ from kafkalite.broker.controller import Controller
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
-from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.config import BrokerConfig
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 ALTER_ISR_LINGER_S = 0.02
 ALTER_ISR_RETRY_BACKOFF_S = 0.2
-CLIENT_LISTENER_POLL_S = 0.05
 CLIENT_LISTENER_WARN_S = 10.0
 
 
@@ -71,6 +70,7 @@ class Broker:
         self.broker_id = cfg.broker_id
         self.metrics = BrokerMetrics()
         self.metadata_cache = MetadataCache()
+        self.metadata_updates = MetadataUpdates()
         self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg))
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
         self.kazoo: KazooClient | None = None
@@ -144,13 +144,9 @@ class Broker:
         connections only make clients use the other brokers meanwhile."""
         assert self.client_listener is not None
         started = time.monotonic()
-        warn_at = started + CLIENT_LISTENER_WARN_S
-        while not self.metadata_cache.alive(self.broker_id):
-            await asyncio.sleep(CLIENT_LISTENER_POLL_S)
-            if time.monotonic() >= warn_at:
-                warn_at += CLIENT_LISTENER_WARN_S
-                log.warning("client listener still closed after %.0f s: no metadata yet from a controller that lists broker %d",
-                            time.monotonic() - started, self.broker_id)
+        while not await self.metadata_updates.wait_until(lambda: self.metadata_cache.alive(self.broker_id), CLIENT_LISTENER_WARN_S):
+            log.warning("client listener still closed after %.0f s: no metadata yet from a controller that lists broker %d",
+                        time.monotonic() - started, self.broker_id)
         await self.client_listener.start_serving()
         log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
 
@@ -300,7 +296,7 @@ class Broker:
             self._alter_isr_in_flight |= set(batch)
             try:
                 retry = await self._send_alter_isr(batch)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("AlterIsr send failed")
                 retry = list(batch.values())
             finally:
@@ -368,7 +364,7 @@ class Broker:
                     await res
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _shrink_isr(self) -> None:
@@ -434,7 +430,7 @@ class Broker:
         self.stopping = True
         try:
             await self._stop(controlled)
-        except Exception:  # noqa: BLE001 - the process must end even if a step failed
+        except Exception:
             log.exception("broker %d: error while stopping", self.broker_id)
         finally:
             self.stopped.set()
@@ -459,7 +455,7 @@ class Broker:
         try:
             self.logs.write_hw_checkpoint(self.replica_manager.hw_checkpoint_snapshot())
             self.logs.close()
-        except Exception:  # noqa: BLE001 - no clean-shutdown marker then: the next start recovers
+        except Exception:
             log.exception("closing the logs failed; the next start will recover them")
         log.info("stopping: ZooKeeper session (%.0f ms)", (time.monotonic() - t0) * 1000)
         if self.kazoo is not None:

@@ -174,7 +174,7 @@ class AdminClient:
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[tuple[str, int], _Connection] = {}
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> AdminClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,8 +10,9 @@ BadVersionError means: re-read and decide again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem

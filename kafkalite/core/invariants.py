@@ -12,7 +12,7 @@ They mirror DESIGN section 7's guarantees:
 
 from __future__ import annotations
 
-from typing import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from kafkalite.core.replica_state import NO_LEADER, PartitionReplicaState
 

@@ -16,7 +16,7 @@ random) and passes them in.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from kafkalite.core.codes import (
     InvalidPartitionsError,

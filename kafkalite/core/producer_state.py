@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from kafkalite.core.codes import ErrorCode
 
@@ -195,7 +195,7 @@ class ProducerStateTable:
     @classmethod
     def rebuild(
         cls, headers: Iterable[BatchHeader], batches_kept: int = BATCHES_KEPT_PER_PRODUCER
-    ) -> "ProducerStateTable":
+    ) -> ProducerStateTable:
         """From the batch headers of the log, in offset order (restart, becoming leader,
         after a truncation). The log is the truth: batches are recorded unchecked, like
         Kafka's loadProducersFromLog."""

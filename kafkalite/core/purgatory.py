@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import enum
 import heapq
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, Iterable, Mapping, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kafkalite.core.codes import ErrorCode, IllegalTransitionError, PurgatoryFullError
 

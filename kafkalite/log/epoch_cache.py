@@ -27,7 +27,7 @@ class LeaderEpochCache:
             self._append_checked(epoch, offset)
 
     @classmethod
-    def load(cls, path: str) -> "LeaderEpochCache":
+    def load(cls, path: str) -> LeaderEpochCache:
         """Read the checkpoint; a malformed or non-monotonic file is discarded (the cache is
         rebuilt from the batches' partition leader epochs during recovery)."""
         try:

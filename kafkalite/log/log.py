@@ -12,10 +12,11 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import time
 import shutil
 import struct
-from typing import Iterator, NamedTuple
+import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from kafkalite.log import checkpoint, records
 from kafkalite.log.config import LogConfig
@@ -27,27 +28,27 @@ from kafkalite.log.errors import (
     OffsetMismatchError,
     OffsetOutOfRangeError,
 )
-from kafkalite.log.records import _crc32c as crc32c
 from kafkalite.log.records import (
+    BATCH_HEADER_SIZE,
+    CONTROL_MASK,
+    CRC_START,
+    H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
     H_CRC,
     H_LAST_OFFSET_DELTA,
     H_LEADER_EPOCH,
+    H_MAGIC,
     H_MAX_TIMESTAMP,
     H_RECORD_COUNT,
-    H_ATTRIBUTES,
-    H_MAGIC,
-    MIN_BATCH_LENGTH,
-    CONTROL_MASK,
-    BATCH_HEADER_SIZE,
-    CRC_START,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
+    MIN_BATCH_LENGTH,
     PREFIX_STRUCT,
     BatchHeader,
 )
+from kafkalite.log.records import _crc32c as crc32c
 from kafkalite.log.segment import LogSegment, parse_segment_name
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class Log:
 
     @classmethod
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
-             clean_shutdown: bool = False, now_ms: int | None = None) -> "Log":
+             clean_shutdown: bool = False, now_ms: int | None = None) -> Log:
         """Load (and, after an unclean stop, recover) the log in `dir_path`, creating an
         empty log if the directory has no segments. Unknown files are left alone."""
         # The I/O layer may read the clock; a new segment's age counts from now, not 1970.
@@ -505,7 +506,7 @@ class Log:
         interval_ms = self.config.flush_interval_ms
         return interval_ms is not None and now_ms - self._last_flush_ms >= interval_ms
 
-    def begin_flush(self, now_ms: int | None = None) -> "FlushJob":
+    def begin_flush(self, now_ms: int | None = None) -> FlushJob:
         """Event-loop thread: snapshot what a flush must make durable. The returned job's
         `run()` does only syscalls on private descriptors (dup'd segment fds, index paths,
         an epoch snapshot), so it may run in a thread while this log keeps appending,
@@ -530,14 +531,14 @@ class Log:
         self._unflushed_messages = 0
         return job
 
-    def complete_flush(self, job: "FlushJob") -> None:
+    def complete_flush(self, job: FlushJob) -> None:
         if job.now_ms is not None:
             self._last_flush_ms = job.now_ms
         if job.truncations != self._truncations:
             return  # truncated meanwhile: offsets below job.leo may now hold unflushed batches
         self.recovery_point = max(self.recovery_point, job.leo)
 
-    def abort_flush(self, job: "FlushJob") -> None:
+    def abort_flush(self, job: FlushJob) -> None:
         """The job failed: what it covered counts as unflushed again."""
         for segment in self._segments:
             segment.unflushed = True

@@ -14,8 +14,8 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping
 
 from kafkalite.log import checkpoint
 from kafkalite.log.config import LogConfig

@@ -28,8 +28,8 @@ from __future__ import annotations
 import gzip
 import struct
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 from google_crc32c import cext as _crc32c_cext
 

@@ -83,7 +83,7 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new empty segment. Stale files of the same name (left by our own truncation)
         are emptied: a new segment is only ever created at or above the log end offset."""
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
@@ -96,7 +96,7 @@ class LogSegment:
         return segment
 
     @classmethod
-    def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> "LogSegment":
+    def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR)
         return cls(dir_path, base_offset, config, fd, os.fstat(fd).st_size)

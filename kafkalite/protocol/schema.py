@@ -100,7 +100,7 @@ _TYPE_DEFAULTS: dict[str, object] = {
 }
 
 
-def F(name: str, type: str, versions: str, nullable: str | None = None,  # noqa: A002
+def F(name: str, type: str, versions: str, nullable: str | None = None,
       default: object = _UNSET, fields: tuple[Field, ...] = ()) -> Field:
     assert type in PRIMITIVE_TYPES or type == "[]" or type[2:] in PRIMITIVE_TYPES, type
     assert (type == "[]") == bool(fields), f"{name}: struct arrays need fields"

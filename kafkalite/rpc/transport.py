@@ -13,10 +13,11 @@ import asyncio
 import itertools
 import logging
 import struct
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
 from kafkalite.aio import StreamServer, cancel_and_wait
+from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,7 @@ class RpcClient:
             # races the answer, and a cancelled fetcher would then never stop.
             async with asyncio.timeout(timeout_ms / 1000):
                 return await fut
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
         except (ConnectionError, OSError) as e:
             self._drop_connection(RpcError(str(e)))

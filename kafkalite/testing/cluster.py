@@ -89,7 +89,7 @@ class LocalCluster:
 
     # -- state file ---------------------------------------------------------------------
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "LocalCluster":
+    def load(cls, directory: str | os.PathLike) -> LocalCluster:
         d = Path(directory).resolve()
         path = d / STATE_FILE
         if not path.exists():
@@ -129,7 +129,7 @@ class LocalCluster:
             self.zk = ZooKeeperServer(self.dir / "zookeeper", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms)
             try:
                 self.zk.start()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any start failure is reported the same way
                 raise ClusterError(f"ZooKeeper did not start on port {self.zk_port}: {e}") from None
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}

@@ -125,7 +125,7 @@ TEST_BROKER_OVERRIDES = {
 
 
 @pytest.fixture
-def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., "LocalCluster"]]:
+def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., LocalCluster]]:
     """`make(brokers=3, overrides={...}, racks=None)` -> a started LocalCluster of real broker
     processes on free loopback ports, sharing the session ZooKeeper under this test's chroot.
     Every process it started is stopped after the test, pass or fail."""
@@ -163,6 +163,6 @@ def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., "LocalC
 
 
 @pytest.fixture
-def cluster(cluster_factory) -> "LocalCluster":
+def cluster(cluster_factory) -> LocalCluster:
     """Three real brokers on the session ZooKeeper."""
     return cluster_factory(3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def broker_state(admin_port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> dict[str, Any]:

@@ -199,7 +199,7 @@ def replica_logs_identical(replica_dirs: list[str], hw: int) -> list[str]:
     problems = []
     views = {}
     for d in replica_dirs:
-        views[d] = [(b, l, data) for b, l, data in _batches(d) if l < hw]
+        views[d] = [(base, last, data) for base, last, data in _batches(d) if last < hw]
     ref_dir, ref = next(iter(views.items()))
     for d, batches in views.items():
         if [x[2] for x in batches] != [x[2] for x in ref]:

@@ -258,7 +258,7 @@ class ZooKeeperServer:
 
     # -- lifecycle
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> "ZooKeeperServer":
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> ZooKeeperServer:
         """Launch the JVM and wait until `srvr` reports it serving."""
         self.launch()
         self.wait_until_serving(timeout_s)
@@ -337,7 +337,7 @@ class ZooKeeperServer:
         except OSError as e:
             return f"(log unreadable: {e})"
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         try:
             return self.start()
         except BaseException:
@@ -440,7 +440,7 @@ class ZooKeeperEnsemble:
     def member(self, myid: int) -> ZooKeeperServer:
         return self.members[myid]
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> "ZooKeeperEnsemble":
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> ZooKeeperEnsemble:
         """Launch every member, then wait until each serves as leader or follower."""
         try:
             for member in self.members.values():
@@ -474,7 +474,7 @@ class ZooKeeperEnsemble:
                 return myid
         return None
 
-    def __enter__(self) -> "ZooKeeperEnsemble":
+    def __enter__(self) -> ZooKeeperEnsemble:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

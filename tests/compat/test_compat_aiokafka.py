@@ -9,16 +9,15 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
 from compat_workload import (
     PARTITIONS,
     READ_TIMEOUT_S,
     Acked,
     assert_same,
-    tail_count,
     make_records,
     normalize_headers,
     start_offsets,
+    tail_count,
 )
 
 pytestmark = pytest.mark.slow

@@ -5,9 +5,6 @@ assignment from the beginning and from given offsets; plus every compression cod
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from compat_workload import (
     PARTITIONS,
     Acked,
@@ -17,6 +14,8 @@ from compat_workload import (
     make_records,
     normalize_headers,
 )
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = pytest.mark.slow
 TOPIC_CREATE_TIMEOUT_S = 30

@@ -53,7 +53,7 @@ def _send_raw(port: int, data: bytes) -> bytes:
                 if not chunk:
                     break
                 got += chunk
-        except (ConnectionResetError, TimeoutError, socket.timeout):
+        except (ConnectionResetError, TimeoutError):
             pass
         return got
 

@@ -93,7 +93,7 @@ def test_topic_lifecycle_produce_consume_and_user_mistakes(cluster):
         records.append((int(partition), int(offset), key, value))
     assert sorted((k, v) for _, _, k, v in records) == sorted((f"k{i}", f"v{i}") for i in range(100))
     by_partition: dict[int, list[int]] = {}
-    for p, o, k, _ in records:
+    for p, o, _k, _ in records:
         by_partition.setdefault(p, []).append(o)
     for p, offsets in by_partition.items():
         assert offsets == list(range(len(offsets))), f"partition {p}: offsets {offsets}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kafkalite.broker.kafka_apis import KafkaApis
-from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.protocol.codec import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
@@ -42,8 +42,8 @@ class FakeController:
 
 
 def _apis(controller: FakeController) -> KafkaApis:
-    broker = SimpleNamespace(replica_manager=None, metadata_cache=controller.cache, settings={},
-                             peer_client=lambda broker_id: controller)
+    broker = SimpleNamespace(replica_manager=None, metadata_cache=controller.cache, metadata_updates=MetadataUpdates(),
+                             settings={}, peer_client=lambda broker_id: controller)
     return KafkaApis(broker)
 
 

@@ -5,8 +5,8 @@ guarantees of DESIGN section 7 checked after every step."""
 
 from kafkalite.testing.sim.config import SimConfig
 from kafkalite.testing.sim.runner import (
-    Simulation,
     SimResult,
+    Simulation,
     SimulationFailure,
     config_for_seed,
     run_simulation,

@@ -13,8 +13,9 @@ start 0 (no retention).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.core.codes import CoreError, ErrorCode
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
@@ -96,7 +97,7 @@ class SimReplica:
 
 
 class SimBroker:
-    def __init__(self, sim: "Simulation", broker_id: int) -> None:
+    def __init__(self, sim: Simulation, broker_id: int) -> None:
         self.sim = sim
         self.cfg = sim.cfg
         self.id = broker_id
@@ -144,7 +145,7 @@ class SimBroker:
 
     def stop_cleanly(self) -> None:
         """End of a controlled shutdown: flush, checkpoint, close the session."""
-        for tp, rep in self.replicas.items():
+        for rep in self.replicas.values():
             rep.disk.flushed = rep.leo
             rep.disk.hw_checkpoint = rep.hw
         if self.sid is not None:

@@ -29,7 +29,7 @@ TP = tuple[str, int]
 
 
 class Checker:
-    def __init__(self, sim: "Simulation") -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.violations: list[str] = []
         self.leader_epochs = inv.LeaderEpochTracker()
@@ -52,7 +52,7 @@ class Checker:
 
     # ------------------------------------------------------------ events
 
-    def on_become_leader(self, broker: "SimBroker", rep: "SimReplica", epoch: int) -> None:
+    def on_become_leader(self, broker: SimBroker, rep: SimReplica, epoch: int) -> None:
         for v in self.leader_epochs.observe(rep.tp, epoch, broker.id):
             self.fail(f"guarantee 4: {v}")
         self.epoch_starts[rep.tp].setdefault(epoch, (broker.id, tuple(rep.log)))
@@ -60,7 +60,7 @@ class Checker:
         # LeaderAndIsr may make a zombie "lead" an old epoch with less data, which is safe
         # as long as it cannot ack (guarantee 4, checked in on_ack).
 
-    def on_ack(self, broker: "SimBroker", tp: TP, epoch: int, offset: int, payload: int) -> None:
+    def on_ack(self, broker: SimBroker, tp: TP, epoch: int, offset: int, payload: int) -> None:
         self.acks += 1
         previous = self.acked[tp].get(offset)
         if previous is not None and previous != payload and not self.sim.loss_permitted:
@@ -79,7 +79,7 @@ class Checker:
     def on_produce_sent(self, tp: TP, payload: int) -> None:
         self.produced[tp].add(payload)
 
-    def on_consumer_served(self, broker: "SimBroker", tp: TP, offset: int, count: int, hw: int) -> None:
+    def on_consumer_served(self, broker: SimBroker, tp: TP, offset: int, count: int, hw: int) -> None:
         if count and offset + count > hw:
             self.fail(f"guarantee 3: b{broker.id} served {tp} up to {offset + count - 1} with HW {hw}")
 
@@ -139,7 +139,7 @@ class Checker:
         self._check_acked(tp, lb, lrep)
         self._check_isr_in_sync(tp, zk_state, lb, lrep)
 
-    def _extend_committed(self, broker: "SimBroker", rep: "SimReplica") -> None:
+    def _extend_committed(self, broker: SimBroker, rep: SimReplica) -> None:
         ledger = self.committed[rep.tp]
         hw = rep.hw
         n = min(len(ledger), hw)
@@ -158,7 +158,7 @@ class Checker:
                     self.fail(f"invented data: {rep.tp}@{offset} payload {payload} was never produced")
             ledger.extend(rep.log[len(ledger):hw])
 
-    def _check_acked(self, tp: TP, lb: "SimBroker", lrep: "SimReplica") -> None:
+    def _check_acked(self, tp: TP, lb: SimBroker, lrep: SimReplica) -> None:
         if self.sim.loss_permitted:
             return
         key = (lb.id, lb.incarnation, lrep.state.leader_epoch, len(self.acked[tp]))
@@ -169,7 +169,7 @@ class Checker:
             self.fail(f"guarantee 1: {tp} on leader b{lb.id} epoch {lrep.state.leader_epoch}: {v}")
         self._acked_ok_key[tp] = key
 
-    def _check_isr_in_sync(self, tp: TP, zk_state: dict[str, Any], lb: "SimBroker", lrep: "SimReplica") -> None:
+    def _check_isr_in_sync(self, tp: TP, zk_state: dict[str, Any], lb: SimBroker, lrep: SimReplica) -> None:
         hw = lrep.hw
         logs = {lb.id: lrep.log}
         for member in zk_state["isr"]:

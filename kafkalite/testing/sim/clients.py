@@ -4,7 +4,8 @@ which only adds NOT_LEADER retries, not new safety cases."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.core.codes import ErrorCode
 from kafkalite.testing.sim import zk as zkm
@@ -17,7 +18,7 @@ TP = tuple[str, int]
 
 
 class Clients:
-    def __init__(self, sim: "Simulation") -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.cfg = sim.cfg
         self.next_payload = 1

@@ -31,7 +31,7 @@ class _Resigned(Exception):
 
 
 class SimController:
-    def __init__(self, broker: "SimBroker", epoch: int, epoch_version: int) -> None:
+    def __init__(self, broker: SimBroker, epoch: int, epoch_version: int) -> None:
         self.broker = broker
         self.sim = broker.sim
         self.zk = broker.sim.zk
@@ -175,7 +175,7 @@ class SimController:
             version = self.zk.write_state(tp, data, change.expected_version, self.epoch_version)
         except zkm.ControllerMovedError:
             self.resign("controller epoch moved")
-            raise _Resigned()
+            raise _Resigned() from None
         except zkm.BadVersionError:
             node = self.zk.get(zkm.state_path(tp))
             assert node is not None

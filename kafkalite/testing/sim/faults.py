@@ -26,7 +26,7 @@ KINDS = (
 
 
 class FaultInjector:
-    def __init__(self, sim: "Simulation") -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.cfg = sim.cfg
         self.down: set[int] = set()  # brokers currently under a "down" fault
@@ -56,7 +56,7 @@ class FaultInjector:
     def _can_go_down(self, broker: int) -> bool:
         return broker not in self.down and len(self.down) < self.cfg.down_brokers_max
 
-    def _down_for(self, broker: int, duration: int, label: str, recover: "callable") -> None:
+    def _down_for(self, broker: int, duration: int, label: str, recover: callable) -> None:
         self.injected += 1
         self.down.add(broker)
         self.sim.trace_note(f"FAULT {label} b{broker} for {duration} ms")

@@ -10,8 +10,8 @@ events and the command that replays the run exactly.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kafkalite.testing.sim.broker import SimBroker
 from kafkalite.testing.sim.checker import Checker
@@ -182,18 +182,18 @@ class Simulation:
         if self.checker.violations:
             raise SimulationFailure(self.seed, self.steps, self.checker.violations, list(self.trace.recent))
 
-    def run(self, steps: int) -> "Simulation":
+    def run(self, steps: int) -> Simulation:
         for _ in range(steps):
             self.step()
         return self
 
-    def run_for(self, duration_ms: int) -> "Simulation":
+    def run_for(self, duration_ms: int) -> Simulation:
         until = self.sched.now_ms + duration_ms
         while self.sched.now_ms < until:
             self.step()
         return self
 
-    def run_until(self, condition: Callable[[], bool], timeout_ms: int = 5_000) -> "Simulation":
+    def run_until(self, condition: Callable[[], bool], timeout_ms: int = 5_000) -> Simulation:
         until = self.sched.now_ms + timeout_ms
         while not condition():
             if self.sched.now_ms >= until:

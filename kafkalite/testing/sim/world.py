@@ -11,8 +11,9 @@ import heapq
 import random
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 CLIENT = 0  # node id of the producer/consumer clients
 ZK = 1000  # node id of ZooKeeper (only used for partitions: broker <-> ZK)

@@ -107,11 +107,11 @@ def test_flush_job_runs_while_the_log_moves_on(tmp_path):
     from kafkalite.log.records import encode_batch
 
     log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=1024), now_ms=0)
-    for i in range(20):
+    for _ in range(20):
         log.append_as_leader(encode_batch([(None, b"x" * 50, ())]), 1, 0)
     job = log.begin_flush(0)
     log.truncate_to(5)
-    for i in range(10):
+    for _ in range(10):
         log.append_as_leader(encode_batch([(None, b"y" * 50, ())]), 2, 0)
     job.run()
     log.complete_flush(job)

@@ -43,7 +43,7 @@ class Model:
         expected = [(b, data) for b, _, data in self.batches if b >= self.start]
         assert read_all(log, self.start) == expected
         # contiguous offsets
-        kept = [(b, l) for b, l, _ in self.batches if b >= self.start]
+        kept = [(base, last) for base, last, _ in self.batches if base >= self.start]
         for (_, last), (base, _) in zip(kept, kept[1:]):
             assert base == last + 1
 
