@@ -502,19 +502,11 @@ class Controller:
             return
         self.shutting_down.add(bid)
         replicas = self._replica_map()
-        live = set(self.live)
-        changes: dict[TP, PartitionState] = {}
-        for tp, (st, _v) in self.states.items():
-            if tp not in replicas or bid not in replicas[tp]:
-                continue
-            if st.leader == bid:
-                leader, isr = election.controlled_shutdown_leader(replicas[tp], list(st.isr), live, self.shutting_down)
-                if leader != -1:
-                    changes[tp] = PartitionState(leader, st.leader_epoch + 1, list(isr), self.epoch)
-            elif bid in st.isr and len(st.isr) > 1:
-                changes[tp] = PartitionState(st.leader, st.leader_epoch, [b for b in st.isr if b != bid], self.epoch)
+        decided, _ = election.on_controlled_shutdown(bid, self._core_states(), replicas, set(self.live), self.shutting_down)
+        changes = {ch.topic_partition: PartitionState(ch.leader, ch.leader_epoch, list(ch.isr), self.epoch) for ch in decided}
         written = await self._write_and_propagate(changes)
-        # As Kafka: only partitions with another replica can move; RF 1 ones stop with us.
+        # Answered from what was written: as Kafka, only partitions with another replica
+        # can move; RF 1 ones stop with us.
         remaining = [list(tp) for tp, (st, _v) in self.states.items() if st.leader == bid and len(replicas.get(tp, ())) > 1]
         log.info("controlled shutdown of broker %d: moved %d partitions, %d still led", bid, len(written), len(remaining))
         ev.future.set_result({"error": 0, "remaining_partitions": remaining})
@@ -547,15 +539,10 @@ class Controller:
 
     async def _preferred_elect(self, tps: list[TP] | None) -> list[TP]:
         replicas = self._replica_map()
-        live = set(self.live) - self.shutting_down
-        changes = {}
-        for tp in tps if tps is not None else list(self.states):
-            if tp not in self.states or tp not in replicas:
-                continue
-            st, _v = self.states[tp]
-            leader = election.preferred_replica_leader(replicas[tp], list(st.isr), live)
-            if leader is not None and leader != st.leader:
-                changes[tp] = PartitionState(leader, st.leader_epoch + 1, list(st.isr), self.epoch)
+        candidates = [tp for tp in (tps if tps is not None else self.states) if tp in self.states and tp in replicas]
+        decided = election.preferred_leader_changes(candidates, self._core_states(candidates), replicas,
+                                                    set(self.live) - self.shutting_down)
+        changes = {ch.topic_partition: PartitionState(ch.leader, ch.leader_epoch, list(ch.isr), self.epoch) for ch in decided}
         written = await self._write_and_propagate(changes)
         return list(written)
 
@@ -566,14 +553,8 @@ class Controller:
             self.enqueue("auto_rebalance")
 
     async def _on_auto_rebalance(self, ev: Event) -> None:
-        replicas = self._replica_map()
-        pct = self.settings["leader.imbalance.per.broker.percentage"]
-        leaders = {tp: st.leader for tp, (st, _v) in self.states.items()}
-        ratios = election.leader_imbalance(replicas, self._core_states())
-        todo = []
-        for bid, ratio in ratios.items():
-            if ratio * 100 > pct and bid in self.live and bid not in self.shutting_down:
-                todo.extend(tp for tp, r in replicas.items() if r and r[0] == bid and leaders.get(tp) != bid)
+        todo = election.partitions_to_rebalance(self._replica_map(), self._core_states(), set(self.live) - self.shutting_down,
+                                                self.settings["leader.imbalance.per.broker.percentage"])
         if todo:
             moved = await self._preferred_elect(todo)
             log.info("auto leader rebalance moved %d partitions", len(moved))

@@ -218,8 +218,10 @@ def on_controlled_shutdown(
 ) -> tuple[list[PartitionChange], list[TopicPartition]]:
     """DESIGN 6 "Controlled shutdown": move every leadership away from `broker_id` and drop
     it from the ISRs it follows in. Returns (changes, partitions it still leads), the
-    second being what Kafka returns as "partitions remaining" (single-replica partitions,
-    or no other live ISR member); the broker retries or gives up after its bound."""
+    second being what Kafka returns as "partitions remaining" (no other live ISR member;
+    single-replica partitions are not counted, as in Kafka, since nothing can take them);
+    the broker retries or gives up after its bound. A follower leaving the ISR bumps the
+    leader epoch, as every ISR change the controller makes does."""
     leaving = set(shutting_down) | {broker_id}
     live_set = set(live)
     changes: list[PartitionChange] = []
@@ -227,8 +229,8 @@ def on_controlled_shutdown(
     for tp in sorted(partition_states):
         state = partition_states[tp]
         assigned = assignments.get(tp, ())
-        if broker_id not in assigned:
-            continue
+        if broker_id not in assigned or len(assigned) < 2:
+            continue  # as Kafka: a single-replica partition stops with its broker
         if state.leader == broker_id:
             leader, isr = controlled_shutdown_leader(assigned, state.isr, live_set, leaving)
             if leader == NO_LEADER:

@@ -84,6 +84,16 @@ def test_on_controlled_shutdown_changes_and_remaining():
     assert remaining == [("t", 2)]
 
 
+def test_on_controlled_shutdown_leaves_single_replica_partitions_alone():
+    """As Kafka: nothing can take a single-replica partition, so it is neither changed nor
+    reported as remaining (the broker would retry its shutdown in vain)."""
+    states = {("t", 0): PartitionState(1, 3, (1,), 7), ("t", 1): PartitionState(2, 4, (2, 1), 8)}
+    assignments = {("t", 0): [1], ("t", 1): [2, 1]}
+    changes, remaining = on_controlled_shutdown(1, states, assignments, {1, 2}, {1})
+    assert changes == [PartitionChange(("t", 1), 2, 5, (2,), 8)]
+    assert remaining == []
+
+
 # ----------------------------------------------------------------- broker failure
 
 
