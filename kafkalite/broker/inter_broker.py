@@ -103,12 +103,9 @@ class InterBrokerHandlers:
         out = []
         for t, p, current_epoch, requested_epoch in h["partitions"]:
             part = self.rm.partitions.get((t, int(p)))
-            if part is None or not part.is_leader:
-                out.append([t, p, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1])
-            elif current_epoch < part.leader_epoch:
-                out.append([t, p, int(ErrorCode.FENCED_LEADER_EPOCH), -1, -1])
-            elif current_epoch > part.leader_epoch:
-                out.append([t, p, int(ErrorCode.UNKNOWN_LEADER_EPOCH), -1, -1])
+            fenced = part.state.validate_leader_epoch(int(current_epoch)) if part is not None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if fenced:
+                out.append([t, p, int(fenced), -1, -1])
             elif requested_epoch < 0:
                 out.append([t, p, 0, -1, -1])
             else:

@@ -185,11 +185,9 @@ class KafkaApis:
         if part is None:
             out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if self.cache.partition(topic, p) is None else ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return out
-        if not part.is_leader:
-            out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return out
-        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
-            out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        fenced = part.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
+        if fenced:
+            out["error_code"] = int(fenced)
             return out
         if ts == -1 and part.hw < part.state.leader_epoch_start_offset:
             # KIP-392: a new leader that does not yet know the true HW cannot answer "latest".
@@ -216,10 +214,11 @@ class KafkaApis:
             for p in t["partitions"]:
                 out = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
                 part = self.rm.partitions.get((t["topic"], p["partition"]))
-                if part is None or not part.is_leader:
-                    out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER if part is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif p.get("current_leader_epoch", -1) >= 0 and p["current_leader_epoch"] != part.leader_epoch:
-                    out["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH if p["current_leader_epoch"] < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                fenced = part.state.validate_leader_epoch(p.get("current_leader_epoch", -1)) if part is not None else None
+                if part is None:
+                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif fenced:
+                    out["error_code"] = int(fenced)
                 else:
                     epoch, end = part.log.leader_epoch_cache.end_offset_for(p["leader_epoch"], part.leo)
                     out["leader_epoch"], out["end_offset"] = epoch, end

@@ -238,13 +238,9 @@ class ReplicaManager:
         try:
             if part is None:
                 raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if replica_id < 0 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            if not part.is_leader:
-                raise fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp} is not led here")
-            if current_leader_epoch >= 0:
-                if current_leader_epoch < part.leader_epoch:
-                    raise fail(ErrorCode.FENCED_LEADER_EPOCH)
-                if current_leader_epoch > part.leader_epoch:
-                    raise fail(ErrorCode.UNKNOWN_LEADER_EPOCH)
+            fenced = part.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
+            if fenced:
+                raise fail(int(fenced), f"{tp}: leader epoch {current_leader_epoch} here at {part.leader_epoch}")
             if replica_id >= 0:
                 diverging = diverging_epoch_check(part.log.leader_epoch_cache.epoch_entries(), part.leo, fetch_offset, last_fetched_epoch)
                 if diverging is not None:
