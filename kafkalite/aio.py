@@ -38,6 +38,23 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task | None]) -> None:
             log.error("task %s failed while stopping: %r", t.get_name(), exc)
 
 
+def spawn(coro, *, name: str, owner: set[asyncio.Task]) -> asyncio.Task:
+    """Start a task that `owner` holds (a set its owner cancels and awaits when it closes,
+    e.g. with `cancel_and_wait`). The set keeps the task referenced until it ends, and a
+    failure is logged with its traceback when it does: a background task never dies
+    silently."""
+    task = asyncio.create_task(coro, name=name)
+    owner.add(task)
+
+    def ended(t: asyncio.Task) -> None:
+        owner.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            log.error("task %s failed", t.get_name(), exc_info=t.exception())
+
+    task.add_done_callback(ended)
+    return task
+
+
 class StreamServer:
     """A listening socket whose connection tasks it owns: `close()` stops accepting and
     cancels and awaits every open connection. Subclasses implement `handle_connection`."""

@@ -141,7 +141,7 @@ class Controller:
         await self._on_preferred_election(Event("preferred_election"))
         log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.states))
         if self.settings["auto.leader.rebalance.enable"]:
-            self._rebalance_task = asyncio.create_task(self._rebalance_timer())
+            self._rebalance_task = asyncio.create_task(self._rebalance_timer(), name="auto-rebalance-timer")
 
     async def _load_everything(self) -> None:
         zk = self.broker.zk

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kafkalite.aio import cancel_and_wait
+from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 log = logging.getLogger(__name__)
@@ -163,19 +163,20 @@ class ControllerChannel:
         self.on_response = on_response
         self.senders: dict[int, BrokerSender] = {}
         self._leader_and_isr_in_flight: set[asyncio.Future] = set()
+        self._closing: set[asyncio.Task] = set()  # senders of brokers that left or re-registered
 
     def add_broker(self, broker_id: int, broker_epoch: int, host: str, port: int) -> None:
         old = self.senders.get(broker_id)
         if old is not None and old.broker_epoch == broker_epoch:
             return
         if old is not None:
-            asyncio.create_task(old.close())
+            spawn(old.close(), name=f"close-sender-{broker_id}", owner=self._closing)
         self.senders[broker_id] = BrokerSender(broker_id, broker_epoch, RpcClient(host, port, sender=self.sender_id), self.timeout_ms, self.on_response)
 
     def remove_broker(self, broker_id: int) -> None:
         old = self.senders.pop(broker_id, None)
         if old is not None:
-            asyncio.create_task(old.close())
+            spawn(old.close(), name=f"close-sender-{broker_id}", owner=self._closing)
 
     def send(self, broker_id: int, api: str, body: dict[str, Any], future: asyncio.Future | None = None) -> bool:
         sender = self.senders.get(broker_id)
@@ -195,3 +196,4 @@ class ControllerChannel:
         for s in list(self.senders.values()):
             await s.close()
         self.senders.clear()
+        await asyncio.gather(*list(self._closing), return_exceptions=True)

@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from kafkalite.clock import monotonic_ms as now_ms
 from kafkalite.core.codes import PurgatoryFullError
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
 
 TP = tuple[str, int]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class DelayedOperations:

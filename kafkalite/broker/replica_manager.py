@@ -20,6 +20,7 @@ from typing import Any
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import error_code_for, fail, is_operating_error
 from kafkalite.broker.partition import Partition
+from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core.purgatory import ProducePartitionStatus
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
 from kafkalite.core.truncation import diverging_epoch_check
@@ -28,10 +29,6 @@ from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def log_config_for(base: LogConfig, topic_config: dict[str, str]) -> LogConfig:
@@ -106,7 +103,7 @@ class ReplicaManager:
         started = time.monotonic()
         for topic, cfg in (body.get("topic_configs") or {}).items():
             self.topic_configs[topic] = dict(cfg)
-        t = now_ms()
+        t = monotonic_ms()
         results = []
         listed: set[tuple[str, int]] = set()
         become_follower: list[tuple[Partition, LeaderAndIsrState]] = []
@@ -185,7 +182,7 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------
     async def append_records(self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], dict[str, Any]]:
         """Append to local leaders; with acks=all wait until the HW passes every batch."""
-        t = now_ms()
+        t = wall_ms()  # stamps the log (segment age, timestamps)
         results: dict[tuple[str, int], dict[str, Any]] = {}
         waiting: dict[tuple[str, int], ProducePartitionStatus] = {}
         for topic, p, records in entries:
@@ -250,7 +247,7 @@ class ReplicaManager:
             upper = part.leo if replica_id >= 0 else part.hw
             records = part.read(fetch_offset, max_bytes, upper=upper, min_one=min_one)
             if replica_id >= 0:
-                _, alter = part.on_follower_fetch(replica_id, fetch_offset, now_ms())
+                _, alter = part.on_follower_fetch(replica_id, fetch_offset, monotonic_ms())
                 if alter is not None:
                     self.alter_isr_sink(alter)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
@@ -300,7 +297,7 @@ class ReplicaManager:
 
     # -- periodic work ------------------------------------------------------------------
     def maybe_shrink_isr(self) -> list[AlterIsrItem]:
-        t = now_ms()
+        t = monotonic_ms()
         lag_max = self.settings["replica.lag.time.max.ms"]
         items = []
         for part in self.partitions.values():

@@ -23,7 +23,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from kafkalite.aio import cancel_and_wait
+from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
@@ -33,6 +33,7 @@ from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
 from kafkalite.log.config import LogConfig
@@ -91,6 +92,7 @@ class Broker:
         self._alter_isr_in_flight: set[tuple[str, int]] = set()
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
+        self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
         self._flush_job: asyncio.Future | None = None
         self._pid_block: tuple[int, int] | None = None
         self._pid_next = 0
@@ -240,7 +242,8 @@ class Broker:
     def _on_session_lost(self) -> None:
         log.warning("ZooKeeper session expired: resigning controller role and re-registering")
         self.controller.enqueue("resign")
-        asyncio.create_task(self._reregister())
+        if not any(t.get_name() == "reregister" for t in self._owned):  # one at a time
+            spawn(self._reregister(), name="reregister", owner=self._owned)
 
     async def _reregister(self) -> None:
         for _ in range(600):
@@ -380,7 +383,7 @@ class Broker:
         await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
 
     def _retention(self) -> None:
-        now = int(time.time() * 1000)
+        now = wall_ms()
         for plog in self.logs.logs().values():
             plog.maybe_roll(now)
             plog.delete_retained_segments(now)
@@ -388,7 +391,7 @@ class Broker:
     async def _flush(self) -> None:
         """fsync what is due in a thread; the job holds private descriptors, so appends,
         truncations and deletions go on meanwhile (kafkalite.log.log.FlushJob)."""
-        now = int(time.time() * 1000)
+        now = wall_ms()
         for plog in [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]:
             job = plog.begin_flush(now)
             self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, job.run))
@@ -441,7 +444,7 @@ class Broker:
             await self.controlled_shutdown()
         log.info("stopping: fetchers and periodic tasks (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.fetchers.close()
-        await cancel_and_wait(self._tasks)
+        await cancel_and_wait(self._tasks + list(self._owned))
         if self._flush_job is not None:  # a thread may still be syncing; let it finish first
             await asyncio.wait([self._flush_job])
         log.info("stopping: controller and listeners (%.0f ms)", (time.monotonic() - t0) * 1000)
@@ -483,10 +486,12 @@ async def run(cfg: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     stop_kind: dict[str, bool] = {}
 
+    stopping: set[asyncio.Task] = set()
+
     def on_signal(controlled: bool) -> None:
         if not stop_kind:
             stop_kind["controlled"] = controlled
-            asyncio.create_task(broker.stop(controlled=controlled))
+            spawn(broker.stop(controlled=controlled), name="stop", owner=stopping)
 
     loop.add_signal_handler(signal.SIGTERM, on_signal, True)
     loop.add_signal_handler(signal.SIGINT, on_signal, True)
