@@ -17,6 +17,21 @@ from typing import Any
 
 from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.controller_channel import ControllerChannel
+from kafkalite.broker.controller_events import (
+    AlterIsr,
+    AutoRebalance,
+    BrokerChange,
+    ControlledShutdown,
+    ControllerEvent,
+    Elect,
+    PreferredElection,
+    PreferredElectionZnode,
+    Replying,
+    Resign,
+    TopicChange,
+    TopicDeletion,
+    name_of,
+)
 from kafkalite.core import election
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.protocol.errors import ErrorCode
@@ -30,20 +45,13 @@ TP = tuple[str, int]
 WRITE_RETRIES_MAX = 5
 
 
-@dataclasses.dataclass(frozen=True)
-class Event:
-    kind: str
-    data: Any = None
-    future: asyncio.Future | None = None
-
-
 class Controller:
     def __init__(self, broker: Any):
         self.broker = broker
         self.broker_id: int = broker.broker_id
         self.settings = broker.settings
         self.metrics = broker.metrics
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self.active = False
         self.epoch = 0
         self.epoch_zk_version: int | None = None
@@ -64,8 +72,8 @@ class Controller:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller-events")
 
-    def enqueue(self, kind: str, data: Any = None, future: asyncio.Future | None = None) -> None:
-        self.queue.put_nowait(Event(kind, data, future))
+    def enqueue(self, event: ControllerEvent) -> None:
+        self.queue.put_nowait(event)
 
     async def zk(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -78,7 +86,7 @@ class Controller:
                 await self._handle(ev)
                 took_ms = (time.monotonic() - started) * 1000
                 if took_ms > 100:
-                    log.info("controller event %s took %.0f ms", ev.kind, took_ms)
+                    log.info("controller event %s took %.0f ms", name_of(ev), took_ms)
             except asyncio.CancelledError:
                 raise
             except ControllerMovedError as e:
@@ -86,29 +94,44 @@ class Controller:
                 await self._resign()
                 self._fail(ev, ErrorCode.NOT_CONTROLLER)
             except ZkError as e:
-                log.warning("controller event %s failed on ZooKeeper: %s", ev.kind, e)
+                log.warning("controller event %s failed on ZooKeeper: %s", name_of(ev), e)
                 self._fail(ev, ErrorCode.NOT_CONTROLLER)
             except Exception:
-                log.exception("controller event %s failed", ev.kind)
+                log.exception("controller event %s failed", name_of(ev))
                 self._fail(ev, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     @staticmethod
-    def _fail(ev: Event, code: int) -> None:
-        if ev.future is not None and not ev.future.done():
-            ev.future.set_result({"error": int(code)})
+    def _fail(ev: ControllerEvent, code: int) -> None:
+        if isinstance(ev, Replying) and not ev.reply.done():
+            ev.reply.set_result({"error": int(code)})
 
-    async def _handle(self, ev: Event) -> None:
-        if ev.kind == "elect":
-            await self._elect()
-            return
-        if ev.kind == "resign":
-            await self._resign()
-            return
-        if not self.active:
-            self._fail(ev, ErrorCode.NOT_CONTROLLER)
-            return
-        handler = getattr(self, f"_on_{ev.kind}")
-        await handler(ev)
+    async def _handle(self, ev: ControllerEvent) -> None:
+        match ev:
+            case Elect():
+                await self._elect()
+            case Resign():
+                await self._resign()
+            case _ if not self.active:
+                self._fail(ev, ErrorCode.NOT_CONTROLLER)
+            case BrokerChange():
+                await self._on_broker_change()
+            case TopicChange():
+                await self._on_topic_change()
+            case TopicDeletion():
+                await self._on_topic_deletion()
+            case PreferredElectionZnode():
+                await self._on_preferred_election_znode()
+            case PreferredElection(partitions=partitions, reply=reply):
+                elected = await self._preferred_elect(partitions)
+                reply.set_result({"error": 0, "elected": [list(tp) for tp in elected]})
+            case AutoRebalance():
+                await self._on_auto_rebalance()
+            case AlterIsr():
+                await self._on_alter_isr(ev)
+            case ControlledShutdown():
+                await self._on_controlled_shutdown(ev)
+            case _:
+                raise AssertionError(f"unhandled controller event {ev!r}")
 
     async def close(self) -> None:
         await cancel_and_wait([self._task, self._rebalance_task])
@@ -137,8 +160,8 @@ class Controller:
             self._send_leader_and_isr(bid, [tp for tp, a in self._replica_map().items() if bid in a], init=True)
         await self._elect_offline_partitions()
         await self._fence_bounced_isr_members()
-        await self._on_topic_deletion(Event("topic_deletion"))
-        await self._on_preferred_election(Event("preferred_election"))
+        await self._on_topic_deletion()
+        await self._on_preferred_election_znode()
         log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.states))
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = asyncio.create_task(self._rebalance_timer(), name="auto-rebalance-timer")
@@ -194,7 +217,7 @@ class Controller:
         return {(t, p): r for t, a in self.assignments.items() for p, r in a.partitions.items()}
 
     # -- broker changes (seed section A) --------------------------------------------------
-    async def _on_broker_change(self, ev: Event) -> None:
+    async def _on_broker_change(self) -> None:
         brokers = await self.zk(self.broker.zk.get_brokers)
         old = self.live
         # A broker registered again with a new epoch restarted in between (Kafka's "bounced"
@@ -389,7 +412,7 @@ class Controller:
             log.info("%s to broker %d answered error %s", api, broker_id, header.get("error"))
 
     # -- topics (seed section B) --------------------------------------------------------
-    async def _on_topic_change(self, ev: Event) -> None:
+    async def _on_topic_change(self) -> None:
         topics = set(await self.zk(self.broker.zk.get_topics))
         added = [t for t in topics if t not in self.assignments]
         removed = [t for t in self.assignments if t not in topics]
@@ -432,7 +455,7 @@ class Controller:
             for p in a.partitions:
                 self.states.pop((topic, p), None)
 
-    async def _on_topic_deletion(self, ev: Event) -> None:
+    async def _on_topic_deletion(self) -> None:
         zk = self.broker.zk
         marked = await self.zk(zk.get_topics_marked_for_deletion)
         done = []
@@ -458,13 +481,12 @@ class Controller:
             self._send_update_metadata(list(self.live), full=False, deleted=done)
 
     # -- AlterIsr (KIP-497) -------------------------------------------------------------
-    async def _on_alter_isr(self, ev: Event) -> None:
-        body = ev.data
-        assert ev.future is not None
+    async def _on_alter_isr(self, ev: AlterIsr) -> None:
+        body = ev.request
         sender = int(body["broker_id"])
         code = election.validate_alter_isr_request(sender, body.get("broker_epoch", -1), {b: e for b, (_r, e) in self.live.items()}, self.active)
         if code != 0:
-            ev.future.set_result({"error": int(code)})
+            ev.reply.set_result({"error": int(code)})
             return
         replicas = self._replica_map()
         answers: dict[TP, list[Any]] = {}
@@ -491,14 +513,13 @@ class Controller:
         # The leader learns its new ISR from this answer; everyone else from UpdateMetadata.
         if written:
             self._send_update_metadata(list(self.live), full=False, tps=list(written))
-        ev.future.set_result({"error": 0, "partitions": list(answers.values())})
+        ev.reply.set_result({"error": 0, "partitions": list(answers.values())})
 
     # -- controlled shutdown ------------------------------------------------------------
-    async def _on_controlled_shutdown(self, ev: Event) -> None:
-        bid, epoch = int(ev.data["broker_id"]), ev.data.get("broker_epoch")
-        assert ev.future is not None
+    async def _on_controlled_shutdown(self, ev: ControlledShutdown) -> None:
+        bid, epoch = ev.broker_id, ev.broker_epoch
         if bid not in self.live or self.live[bid][1] != epoch:
-            ev.future.set_result({"error": int(ErrorCode.STALE_BROKER_EPOCH)})
+            ev.reply.set_result({"error": int(ErrorCode.STALE_BROKER_EPOCH)})
             return
         self.shutting_down.add(bid)
         replicas = self._replica_map()
@@ -509,33 +530,23 @@ class Controller:
         # can move; RF 1 ones stop with us.
         remaining = [list(tp) for tp, (st, _v) in self.states.items() if st.leader == bid and len(replicas.get(tp, ())) > 1]
         log.info("controlled shutdown of broker %d: moved %d partitions, %d still led", bid, len(written), len(remaining))
-        ev.future.set_result({"error": 0, "remaining_partitions": remaining})
+        ev.reply.set_result({"error": 0, "remaining_partitions": remaining})
 
     # -- preferred leader election ------------------------------------------------------
-    async def _on_preferred_election(self, ev: Event) -> None:
+    async def _on_preferred_election_znode(self) -> None:
         zk = self.broker.zk
-        requested: list[TP] | None = None
-        from_zk = False
-        if ev.data is not None:  # from the PreferredElection RPC; partitions None = all
-            parts = ev.data.get("partitions")
-            requested = None if parts is None else [(str(t), int(p)) for t, p in parts]
-        else:  # from the /admin/preferred_replica_election znode
-            raw = await self.zk(zk.get, paths.preferred_replica_election_path())
-            if raw is None:
-                return
-            from_zk = True
-            try:
-                requested = [(str(t), int(p)) for t, p in json.loads(raw[0].decode()).get("partitions", [])]
-            except (ValueError, TypeError, AttributeError):
-                requested = []
-        result = await self._preferred_elect(requested)
-        if from_zk:
-            try:
-                await self.zk(zk.client.delete, paths.preferred_replica_election_path())
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        if ev.future is not None:
-            ev.future.set_result({"error": 0, "elected": [list(tp) for tp in result]})
+        raw = await self.zk(zk.get, paths.preferred_replica_election_path())
+        if raw is None:
+            return
+        try:
+            requested = [(str(t), int(p)) for t, p in json.loads(raw[0].decode()).get("partitions", [])]
+        except (ValueError, TypeError, AttributeError):
+            requested = []
+        await self._preferred_elect(requested)
+        try:
+            await self.zk(zk.client.delete, paths.preferred_replica_election_path())
+        except Exception:  # noqa: BLE001 - already gone
+            pass
 
     async def _preferred_elect(self, tps: list[TP] | None) -> list[TP]:
         replicas = self._replica_map()
@@ -550,9 +561,9 @@ class Controller:
         interval = self.settings["leader.imbalance.check.interval.seconds"]
         while True:
             await asyncio.sleep(interval)
-            self.enqueue("auto_rebalance")
+            self.enqueue(AutoRebalance())
 
-    async def _on_auto_rebalance(self, ev: Event) -> None:
+    async def _on_auto_rebalance(self) -> None:
         todo = election.partitions_to_rebalance(self._replica_map(), self._core_states(), set(self.live) - self.shutting_down,
                                                 self.settings["leader.imbalance.per.broker.percentage"])
         if todo:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
 from kafkalite.broker.errors import error_code_for, is_operating_error
 from kafkalite.protocol.errors import ErrorCode
 
@@ -58,22 +60,26 @@ class InterBrokerHandlers:
         return {"error": 0}, b""
 
     # -- broker -> controller -------------------------------------------------------------
-    async def _controller_call(self, kind: str, data: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _controller_call(self, make: Callable[[asyncio.Future], Replying]) -> tuple[dict[str, Any], bytes]:
         ctrl = self.broker.controller
         if not ctrl.active:
             return {"error": int(ErrorCode.NOT_CONTROLLER)}, b""
-        fut = asyncio.get_running_loop().create_future()
-        ctrl.enqueue(kind, data, fut)
-        return await fut, b""
+        reply = asyncio.get_running_loop().create_future()
+        ctrl.enqueue(make(reply))
+        return await reply, b""
 
     async def _AlterIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        return await self._controller_call("alter_isr", h)
+        return await self._controller_call(lambda reply: AlterIsr(h, reply))
 
     async def _ControlledShutdown(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        return await self._controller_call("controlled_shutdown", h)
+        broker_epoch = h.get("broker_epoch")
+        return await self._controller_call(
+            lambda reply: ControlledShutdown(int(h["broker_id"]), None if broker_epoch is None else int(broker_epoch), reply))
 
     async def _PreferredElection(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        return await self._controller_call("preferred_election", {"partitions": h.get("partitions")})
+        parts = h.get("partitions")
+        partitions = None if parts is None else [(str(t), int(p)) for t, p in parts]
+        return await self._controller_call(lambda reply: PreferredElection(partitions, reply))
 
     # -- follower -> leader ---------------------------------------------------------------
     async def _ReplicaFetch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:

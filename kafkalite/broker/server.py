@@ -27,6 +27,7 @@ from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
+from kafkalite.broker.controller_events import BrokerChange, Elect, PreferredElectionZnode, Resign, TopicChange, TopicDeletion
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
@@ -212,15 +213,16 @@ class Broker:
 
         def on_controller(data, stat):
             if stat is None:
-                call(enqueue, "elect")
+                call(enqueue, Elect())
             else:
                 call(self._on_controller_znode, data)
 
         self.zk.watch_data(paths.controller_path(), on_controller)
-        self.zk.watch_children(paths.brokers_ids_path(), lambda children: call(enqueue, "broker_change"))
-        self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, "topic_change"))
-        self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, "topic_deletion") if children else None)
-        self.zk.watch_data(paths.preferred_replica_election_path(), lambda data, stat: call(enqueue, "preferred_election") if stat is not None else None)
+        self.zk.watch_children(paths.brokers_ids_path(), lambda children: call(enqueue, BrokerChange()))
+        self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, TopicChange()))
+        self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
+        self.zk.watch_data(paths.preferred_replica_election_path(),
+                           lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
 
     def _on_controller_znode(self, data: bytes | None) -> None:
         # Someone else holds /controller: if it is not us, make sure we are not acting as one.
@@ -230,7 +232,7 @@ class Broker:
             except (ValueError, AttributeError):
                 owner = None
             if owner is not None and owner != self.broker_id:
-                self.controller.enqueue("resign")
+                self.controller.enqueue(Resign())
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo thread: session lost means our ephemerals are gone (we may be a zombie)."""
@@ -241,7 +243,7 @@ class Broker:
 
     def _on_session_lost(self) -> None:
         log.warning("ZooKeeper session expired: resigning controller role and re-registering")
-        self.controller.enqueue("resign")
+        self.controller.enqueue(Resign())
         if not any(t.get_name() == "reregister" for t in self._owned):  # one at a time
             spawn(self._reregister(), name="reregister", owner=self._owned)
 
@@ -251,7 +253,7 @@ class Broker:
                 return
             try:
                 await self._register()
-                self.controller.enqueue("elect")
+                self.controller.enqueue(Elect())
                 return
             except ZkError as e:
                 log.info("re-registration failed (%s); retrying", e)

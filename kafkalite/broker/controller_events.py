@@ -1,0 +1,84 @@
+"""The controller's events (DESIGN.md sections 6 and 10): frozen dataclasses, one per thing
+that can happen, dispatched by one `match` in kafkalite.broker.controller.
+
+ZooKeeper watches and RPC handlers only build one of these and enqueue it (STYLE habit 3).
+Events that a caller waits on carry the future it waits on as `reply`; the controller
+answers each exactly once, with a wire-shaped dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Elect:
+    """/controller is gone (or we just registered): try to become the controller."""
+
+
+@dataclass(frozen=True)
+class Resign:
+    """Our session expired, or /controller names someone else: stop acting as controller."""
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    """The children of /brokers/ids changed."""
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """The children of /brokers/topics changed."""
+
+
+@dataclass(frozen=True)
+class TopicDeletion:
+    """Topics were marked under /admin/delete_topics."""
+
+
+@dataclass(frozen=True)
+class PreferredElectionZnode:
+    """/admin/preferred_replica_election was written."""
+
+
+@dataclass(frozen=True)
+class AutoRebalance:
+    """leader.imbalance.check.interval.seconds passed."""
+
+
+@dataclass(frozen=True)
+class AlterIsr:
+    """A leader's AlterIsr (KIP-497), as it came over the RPC."""
+
+    request: dict[str, Any]
+    reply: asyncio.Future
+
+
+@dataclass(frozen=True)
+class ControlledShutdown:
+    broker_id: int
+    broker_epoch: int | None
+    reply: asyncio.Future
+
+
+@dataclass(frozen=True)
+class PreferredElection:
+    """From the PreferredElection RPC (ElectLeaders); `partitions` None means all."""
+
+    partitions: list[TP] | None
+    reply: asyncio.Future
+
+
+ControllerEvent = (
+    Elect | Resign | BrokerChange | TopicChange | TopicDeletion | PreferredElectionZnode | AutoRebalance
+    | AlterIsr | ControlledShutdown | PreferredElection
+)
+Replying = AlterIsr | ControlledShutdown | PreferredElection
+
+
+def name_of(event: ControllerEvent) -> str:
+    return type(event).__name__
