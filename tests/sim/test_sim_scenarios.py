@@ -306,3 +306,58 @@ def test_follower_that_led_an_epoch_without_data_rejoins_the_isr() -> None:
         sim.run_until(lambda: settled(sim), timeout_ms=4000)
         assert all(e[0] != epoch_b for e in sim.brokers[b].replicas[TP0].epochs)
     assert tried >= 2
+
+
+def test_controlled_shutdown_then_the_old_leaders_stale_alter_isr_is_fenced() -> None:
+    """Issue 8: the old leader's AlterIsr, built at its last leader epoch, reaches the
+    controller after a controlled shutdown moved the leadership away. The controller must
+    refuse it (stale leader and partition epochs) and change nothing."""
+    from kafkalite.core.replica_state import AlterIsrItem
+    from kafkalite.testing.sim.world import Message
+
+    for seed in range(4):
+        sim = start(seed)
+        sim.clients.producing = False
+        sim.run_for(sim.cfg.produce_timeout_ms + 100)
+        sim.run_until(lambda: settled(sim), timeout_ms=3000)
+        before = zk_state(sim)
+        old_leader = before["leader"]
+        version = sim.zk.get(zkm.state_path(TP0)).version
+        stale = AlterIsrItem(TP0[0], TP0[1], old_leader, before["leader_epoch"], (old_leader,), version)
+        sim.restart_delay_after_stop[old_leader] = 10_000
+        sim.brokers[old_leader].begin_controlled_shutdown()
+        sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, old_leader), timeout_ms=2000)
+        moved = zk_state(sim)
+        controller = sim.zk.controller_id()
+        body = {"broker_id": old_leader, "broker_epoch": sim.brokers[old_leader].broker_epoch, "item": stale}
+        sim.network.send(Message(old_leader, controller, "AlterIsr", body, sim.next_id()))
+        sim.run_for(300)
+        after = zk_state(sim)
+        assert after["leader"] == moved["leader"]
+        assert after["leader_epoch"] >= moved["leader_epoch"]
+        assert after["isr"] != [old_leader]
+        if not sim.brokers[old_leader].running:
+            sim.restart(old_leader)
+        sim.run_until(lambda: settled(sim), timeout_ms=4000)
+
+
+def test_leader_and_isr_lost_many_times_in_a_row_still_arrives() -> None:
+    """Issue 8: every LeaderAndIsr to one broker is lost for a long while (many resends);
+    once they get through, the broker has the controller's current state and rejoins the
+    ISR. The controller never gives up on a live, registered broker."""
+    for seed in range(4):
+        sim = start(seed)
+        old = zk_state(sim)
+        victim = next(b for b in sim.assignments[TP0] if b not in (old["leader"], sim.zk.controller_id()))
+        sim.network.drop_if = lambda msg: msg.kind == "LeaderAndIsr" and msg.dst == victim and not msg.response
+        sim.zk.expire(sim.brokers[old["leader"]].sid)  # the leader moves: a new epoch the victim must learn
+        sim.crash(old["leader"])
+        sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, old["leader"]), timeout_ms=2000)
+        sim.run_for(20 * sim.cfg.request_timeout_ms)  # many resends, all lost
+        assert sim.brokers[victim].replicas[TP0].state.leader_epoch < zk_state(sim)["leader_epoch"]
+        dropped = sim.network.dropped
+        sim.network.drop_if = None
+        sim.restart(old["leader"])
+        sim.run_until(lambda: settled(sim), timeout_ms=4000)
+        assert sim.network.dropped >= dropped
+        assert sim.brokers[victim].replicas[TP0].state.leader_epoch == zk_state(sim)["leader_epoch"]

@@ -67,6 +67,8 @@ class Network:
         self._link_free_ms: dict[tuple[int, int], int] = {}
         self.sent = 0
         self.dropped = 0
+        # Targeted scenarios drop chosen messages (e.g. every LeaderAndIsr to one broker).
+        self.drop_if: Callable[[Message], bool] | None = None
 
     def partitioned(self, a: int, b: int) -> bool:
         return frozenset((a, b)) in self.cut
@@ -81,6 +83,9 @@ class Network:
         cfg = self.sim.cfg
         self.sent += 1
         if self.partitioned(msg.src, msg.dst) or self.rng.random() < cfg.net_drop_probability:
+            self.dropped += 1
+            return
+        if self.drop_if is not None and self.drop_if(msg):
             self.dropped += 1
             return
         now = self.sim.sched.now_ms
