@@ -361,3 +361,36 @@ def test_leader_and_isr_lost_many_times_in_a_row_still_arrives() -> None:
         sim.run_until(lambda: settled(sim), timeout_ms=4000)
         assert sim.network.dropped >= dropped
         assert sim.brokers[victim].replicas[TP0].state.leader_epoch == zk_state(sim)["leader_epoch"]
+
+
+def test_controller_losing_its_session_in_the_middle_of_its_writes_is_finished_by_the_next() -> None:
+    """Issue 8: the controller's ZooKeeper session expires after the first of a batch of
+    partition-state writes (a follower of every partition failed, so every ISR shrinks).
+    What it wrote stays written, the rest is not; the next controller re-reads and
+    finishes, and the broker that lost its session does not write again."""
+    for seed in range(3):
+        sim = start(seed, partitions=6)
+        controller = sim.zk.controller_id()
+        isrs = {tp: zk_state(sim, tp)["isr"] for tp in sim.assignments}
+        victim = next(b for b in sorted(sim.brokers) if b != controller and all(b in isr for isr in isrs.values()))
+        real_write = sim.zk.write_state
+        written: list = []
+
+        def write_then_lose_session(tp, data, expected_version, epoch_version, real_write=real_write, written=written,
+                                    controller=controller, sim=sim):
+            version = real_write(tp, data, expected_version, epoch_version)
+            written.append(tp)
+            sim.zk.write_state = real_write  # only the first write of the batch gets through
+            sim.zk.expire(sim.brokers[controller].sid)
+            return version
+
+        old_epoch = sim.zk.get(zkm.CONTROLLER_EPOCH).data["epoch"]
+        sim.zk.write_state = write_then_lose_session
+        sim.zk.expire(sim.brokers[victim].sid)
+        sim.crash(victim)
+        sim.run_until(lambda: all(victim not in zk_state(sim, tp)["isr"] for tp in isrs), timeout_ms=3000)
+        assert len(written) == 1
+        # Everything else was decided and written by a controller elected after the loss.
+        assert all(zk_state(sim, tp)["controller_epoch"] > old_epoch for tp in isrs if tp != written[0])
+        sim.restart(victim)
+        sim.run_until(lambda: settled(sim), timeout_ms=4000)

@@ -168,8 +168,8 @@ class SimController:
 
     def _write(self, change: election.PartitionChange) -> bool:
         tp = change.topic_partition
-        if not self.broker.zk_reachable():
-            raise _Resigned()  # connection loss: the event fails, nothing applied
+        if not self.broker.zk_reachable() or self.broker.sid not in self.zk.sessions:
+            raise _Resigned()  # connection or session lost: the event fails, nothing applied
         data = self._znode_data(change.leader, change.leader_epoch, change.isr)
         try:
             version = self.zk.write_state(tp, data, change.expected_version, self.epoch_version)
