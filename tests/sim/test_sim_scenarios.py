@@ -46,6 +46,15 @@ def start(seed: int = 1, **overrides: object) -> Simulation:
     return sim
 
 
+def start_quiet(seed: int) -> Simulation:
+    """Settled, with the producer stopped and everything it had in flight answered."""
+    sim = start(seed)
+    sim.clients.producing = False
+    sim.run_for(sim.cfg.produce_timeout_ms + 100)
+    sim.run_until(lambda: settled(sim), timeout_ms=3000)
+    return sim
+
+
 def test_leader_killed_during_acks_all_loses_nothing() -> None:
     for seed in range(5):
         sim = start(seed)
@@ -287,10 +296,7 @@ def test_follower_that_led_an_epoch_without_data_rejoins_the_isr() -> None:
     answers DIVERGING_EPOCH for ever, and B, alive and registered, never rejoins the ISR."""
     tried = 0
     for seed in range(6):
-        sim = start(seed)
-        sim.clients.producing = False
-        sim.run_for(sim.cfg.produce_timeout_ms + 100)
-        sim.run_until(lambda: settled(sim), timeout_ms=3000)
+        sim = start_quiet(seed)
         old = zk_state(sim)
         sim.zk.expire(sim.brokers[old["leader"]].sid)
         sim.crash(old["leader"])
@@ -316,10 +322,7 @@ def test_controlled_shutdown_then_the_old_leaders_stale_alter_isr_is_fenced() ->
     from kafkalite.testing.sim.world import Message
 
     for seed in range(4):
-        sim = start(seed)
-        sim.clients.producing = False
-        sim.run_for(sim.cfg.produce_timeout_ms + 100)
-        sim.run_until(lambda: settled(sim), timeout_ms=3000)
+        sim = start_quiet(seed)
         before = zk_state(sim)
         old_leader = before["leader"]
         version = sim.zk.get(zkm.state_path(TP0)).version
