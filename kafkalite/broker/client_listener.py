@@ -104,7 +104,7 @@ class ClientListener(StreamServer):
             resp = await self.apis.handle(header, body)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # a bug answers UNKNOWN_SERVER_ERROR, the broker lives
             log.exception("handler of %s v%d failed", ApiKey(header.api_key).name, header.api_version)
             return [error_response(header, body, int(ErrorCode.UNKNOWN_SERVER_ERROR))]
         if resp is None:

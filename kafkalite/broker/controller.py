@@ -96,7 +96,7 @@ class Controller:
             except ZkError as e:
                 log.warning("controller event %s failed on ZooKeeper: %s", name_of(ev), e)
                 self._fail(ev, ErrorCode.NOT_CONTROLLER)
-            except Exception:
+            except Exception:  # a bug must not stop the controller silently
                 log.exception("controller event %s failed", name_of(ev))
                 self._fail(ev, ErrorCode.UNKNOWN_SERVER_ERROR)
 

@@ -50,7 +50,7 @@ class BrokerSender:
         self.timeout_ms = timeout_ms
         self.on_response = on_response
         self._queue: list[_Queued] = []
-        self._sending_done: list[asyncio.Future] = []
+        self._in_flight: list[_Queued] = []  # the items merged into the request being sent
         self._event = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"controller-sender-{broker_id}")
 
@@ -60,9 +60,9 @@ class BrokerSender:
         self._queue.append(item)
         self._event.set()
 
-    def _take_batch(self) -> tuple[str, dict[str, Any], list[asyncio.Future], set[asyncio.Future]]:
-        """The next request: the head of the queue merged with same-kind followers; the
-        futures to answer, and the LeaderAndIsr sends it must wait for."""
+    def _take_batch(self) -> tuple[str, dict[str, Any], list[_Queued]]:
+        """The next request: the head of the queue merged with same-kind followers, and
+        the queued items it answers."""
         head = self._queue.pop(0)
         api, body = head.api, head.body
         merged = [head]
@@ -70,10 +70,7 @@ class BrokerSender:
             nxt = self._queue.pop(0)
             body = _merge(api, body, nxt.body)
             merged.append(nxt)
-        futures = [q.future for q in merged if q.future is not None]
-        barrier = {f for q in merged for f in q.barrier if not f.done()}
-        self._sending_done = [q.done for q in merged if q.done is not None]
-        return api, body, futures, barrier
+        return api, body, merged
 
     async def _run(self) -> None:
         while True:
@@ -81,16 +78,16 @@ class BrokerSender:
                 self._event.clear()
                 await self._event.wait()
                 continue
-            api, body, futures, barrier = self._take_batch()
+            api, body, self._in_flight = self._take_batch()
+            barrier = {f for q in self._in_flight for f in q.barrier if not f.done()}
             if barrier:
                 await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_S)
             result = await self._send_until_answered(api, body)
-            for f in futures:
-                if not f.done():
-                    f.set_result(result)
-            for done in self._sending_done:
-                if not done.done():
-                    done.set_result(None)  # answered: metadata may follow
+            for q in self._in_flight:
+                if q.future is not None and not q.future.done():
+                    q.future.set_result(result)
+            _release(self._in_flight)  # answered: metadata may follow
+            self._in_flight = []
             self.on_response(self.broker_id, api, result)
 
     async def _send_until_answered(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -111,15 +108,18 @@ class BrokerSender:
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])
-        for done in self._sending_done:
-            if not done.done():
-                done.set_result(None)
+        _release(self._in_flight + self._queue)
         for q in self._queue:
             if q.future is not None and not q.future.done():
                 q.future.set_exception(RpcError("controller channel closed"))
-            if q.done is not None and not q.done.done():
-                q.done.set_result(None)
         await self.client.close()
+
+
+def _release(items: list[_Queued]) -> None:
+    """The LeaderAndIsr sends among `items` are over: UpdateMetadata waiting on them may go."""
+    for q in items:
+        if q.done is not None and not q.done.done():
+            q.done.set_result(None)
 
 
 def _mergeable(api: str, a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -80,7 +80,7 @@ class FetcherTask:
             except RpcError as e:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
-            except Exception:
+            except Exception:  # a bug must not kill replication silently forever
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
                 await asyncio.sleep(backoff_s)
 

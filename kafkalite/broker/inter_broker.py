@@ -35,7 +35,7 @@ class InterBrokerHandlers:
         except (KeyError, TypeError, ValueError) as e:
             log.warning("malformed %s from %s: %s", api, header.get("sender"), e)
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
-        except Exception as e:
+        except Exception as e:  # typed errors carry their code
             if not is_operating_error(e):
                 log.exception("%s from %s failed", api, header.get("sender"))
             return {"error": error_code_for(e)}, b""

@@ -214,10 +214,9 @@ class KafkaApis:
             for p in t["partitions"]:
                 out = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
                 part = self.rm.partitions.get((t["topic"], p["partition"]))
-                fenced = part.state.validate_leader_epoch(p.get("current_leader_epoch", -1)) if part is not None else None
                 if part is None:
                     out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif fenced:
+                elif fenced := part.state.validate_leader_epoch(p.get("current_leader_epoch", -1)):
                     out["error_code"] = int(fenced)
                 else:
                     epoch, end = part.log.leader_epoch_cache.end_offset_for(p["leader_epoch"], part.leo)
@@ -307,7 +306,7 @@ class KafkaApis:
                 results[name] = (int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists")
             except ZkError as e:
                 results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
-            except Exception as e:
+            except Exception as e:  # typed placement errors carry a code
                 if not is_operating_error(e):
                     log.exception("create topic %s failed", name)
                 results[name] = (error_code_for(e), str(e))

@@ -54,7 +54,7 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.topic_configs: dict[str, dict[str, str]] = {}
-        self.delayed = DelayedOperations(settings["purgatory.max.size"], self._replica_state)
+        self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
         self.fetchers: Any = None  # set by the broker: kafkalite.broker.fetcher.FetcherManager
         self.alter_isr_sink: Callable[[AlterIsrItem], None] = lambda item: None
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
@@ -135,7 +135,7 @@ class ReplicaManager:
                     elif st.leader < 0 and self.fetchers is not None:
                         self.fetchers.remove_partitions([tp])
                 results.append([topic, int(p), 0])
-            except Exception as e:
+            except Exception as e:  # mapped to a per-partition code
                 if not is_operating_error(e):
                     log.exception("LeaderAndIsr for %s failed", tp)
                 results.append([topic, int(p), error_code_for(e)])
@@ -220,9 +220,6 @@ class ReplicaManager:
 
     def _known_partitions(self) -> set[tuple[str, int]]:
         return set(self.partitions)
-
-    def _replica_state(self, tp: tuple[str, int]) -> Partition | None:
-        return self.partitions.get(tp)
 
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(

@@ -94,6 +94,7 @@ class Broker:
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
+        self._reregistering: asyncio.Task | None = None
         self._flush_job: asyncio.Future | None = None
         self._pid_block: tuple[int, int] | None = None
         self._pid_next = 0
@@ -244,8 +245,8 @@ class Broker:
     def _on_session_lost(self) -> None:
         log.warning("ZooKeeper session expired: resigning controller role and re-registering")
         self.controller.enqueue(Resign())
-        if not any(t.get_name() == "reregister" for t in self._owned):  # one at a time
-            spawn(self._reregister(), name="reregister", owner=self._owned)
+        if self._reregistering is None or self._reregistering.done():  # one at a time
+            self._reregistering = spawn(self._reregister(), name="reregister", owner=self._owned)
 
     async def _reregister(self) -> None:
         for _ in range(600):
@@ -435,7 +436,7 @@ class Broker:
         self.stopping = True
         try:
             await self._stop(controlled)
-        except Exception:
+        except Exception:  # the process must end even if a step failed
             log.exception("broker %d: error while stopping", self.broker_id)
         finally:
             self.stopped.set()
@@ -460,7 +461,7 @@ class Broker:
         try:
             self.logs.write_hw_checkpoint(self.replica_manager.hw_checkpoint_snapshot())
             self.logs.close()
-        except Exception:
+        except Exception:  # no clean-shutdown marker then: the next start recovers
             log.exception("closing the logs failed; the next start will recover them")
         log.info("stopping: ZooKeeper session (%.0f ms)", (time.monotonic() - t0) * 1000)
         if self.kazoo is not None:
