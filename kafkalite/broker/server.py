@@ -79,7 +79,7 @@ class Broker:
         self.zk: ZkAdapter = None  # type: ignore[assignment]
         self.broker_epoch = -1
         self.cluster_id: str | None = None
-        self.controller = Controller(self)
+        self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None
         self.rpc_server: RpcServer | None = None
@@ -125,7 +125,7 @@ class Broker:
         self.admin = AdminHttp(self)
         await self.admin.start(ad_host, ad_port)
         await self._register()
-        self.controller.start()
+        self.controller.start(self.zk)
         self._install_watches()
         self._tasks += [
             asyncio.create_task(self._serve_clients(), name="client-listener-open"),
@@ -153,6 +153,13 @@ class Broker:
                         time.monotonic() - started, self.broker_id)
         await self.client_listener.start_serving()
         log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
+
+    def _on_fatal(self, error: BaseException) -> None:
+        """A programmer error in a role this process must not go on without (the
+        controller): end the process so ZooKeeper hands the role to another broker."""
+        log.critical("broker %d: fatal error, exiting: %r", self.broker_id, error, exc_info=error)
+        logging.shutdown()
+        os._exit(70)
 
     async def _connect_zookeeper(self) -> None:
         timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000

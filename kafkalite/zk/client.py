@@ -376,6 +376,13 @@ class ZkAdapter:
         except ZnodeExistsError:
             pass
 
+    def delete_if_exists(self, path: str) -> None:
+        try:
+            with calls(path):
+                self.client.delete(path)
+        except ZnodeNotFoundError:
+            pass
+
     def get_topics_marked_for_deletion(self) -> list[str]:
         return self.get_children(paths.admin_delete_topics_path()) or []
 

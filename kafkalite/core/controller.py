@@ -1,0 +1,745 @@
+"""The controller as one synchronous state machine (DESIGN.md sections 6 and 10; seed 000
+sections A, B and D; KIP-497).
+
+It owns the controller's state: live brokers with their epochs, topic assignments,
+partition states with their znode versions (partition epochs), brokers shutting down and
+the controller epoch. Two drivers run it: `kafkalite.broker.controller` (kazoo, the RPC
+channel) and `kafkalite.testing.sim` (the simulated ZooKeeper and network).
+
+The shape is etcd raft's `Ready`: a driver hands in one event with `handle(event, now_ms)`
+and gets back a `Ready` of effects:
+- `sends`: requests for brokers (LeaderAndIsr, UpdateMetadata, StopReplica). The driver
+  delivers each one until the broker answers or leaves (re-registers); see SEND_POLICY.
+- `answers`: replies for callers waiting on an event (`reply_to` is the driver's token).
+- `notes`: what happened, for the driver's log or trace.
+- `io`: at most one ZooKeeper operation (conditional writes fenced on the controller
+  epoch, creates, deletes). While it is set, the event is not finished: the driver performs
+  it and hands the outcome back with `resume(outcome, now_ms)`, which returns the next
+  `Ready`. Memory changes only after a write succeeded (STYLE habit 4).
+
+Handlers are generators that `yield` each ZooKeeper operation and receive its outcome, so
+a handler reads top to bottom like the decision it makes. If the controller epoch moved
+(another controller won) the driver calls `abort`, which answers the waiting caller
+NOT_CONTROLLER, and then `resign`.
+
+A stale znode version means someone else wrote the partition state since we read it (an
+older controller, or a lost response of our own): the driver reports the state it finds
+now, and the handler decides again from it (WRITE_ATTEMPTS_MAX times); AlterIsr instead
+answers INVALID_UPDATE_VERSION and lets the leader retry from the new state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalite.core import election
+from kafkalite.core.codes import ErrorCode
+from kafkalite.core.election import PartitionChange, PartitionState
+from kafkalite.core.messages import (
+    AlterIsrPartitionResult,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    BrokerEndpoint,
+    ControlledShutdownResponse,
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsr,
+    PartitionLeadership,
+    PartitionMetadata,
+    PreferredElectionResponse,
+    StopReplica,
+    UpdateMetadata,
+)
+from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem
+
+TP = tuple[str, int]
+
+WRITE_ATTEMPTS_MAX = 5
+TOPIC_DELETION_WAIT_MS = 30_000  # StopReplica answers awaited before the znodes go
+
+SEND_POLICY = """A request to a broker is sent, and resent after a failure or timeout, for
+as long as that broker stays registered with the same broker epoch; requests to one broker
+are delivered in order. An UpdateMetadata is held until the LeaderAndIsr requests emitted
+before it have been answered (bounded): clients must not learn of a leader before the
+leader does (issue 7)."""
+
+
+# ------------------------------------------------------------------ state
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    """A registered broker: its /brokers/ids znode and its epoch (the znode's czxid)."""
+
+    id: int
+    epoch: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    inter_broker_port: int = 0
+    admin_port: int = 0
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class Topic:
+    """/brokers/topics/<t>: partition -> assigned replicas (first is preferred), config."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ events
+
+
+@dataclass(frozen=True)
+class Activated:
+    """This broker won /controller with `epoch`; everything read back from ZooKeeper.
+    `written_zxid[tp]` is the mzxid of the state znode's last write (bounced-broker check)."""
+
+    epoch: int
+    brokers: Mapping[int, LiveBroker]
+    topics: Mapping[str, Topic]
+    states: Mapping[TP, PartitionState]
+    written_zxid: Mapping[TP, int] = field(default_factory=dict)
+    pending_deletions: tuple[str, ...] = ()
+    preferred_election: tuple[TP, ...] | None = None  # /admin/preferred_replica_election, if present
+
+
+@dataclass(frozen=True)
+class BrokersChanged:
+    brokers: Mapping[int, LiveBroker]
+
+
+@dataclass(frozen=True)
+class TopicsChanged:
+    """The children of /brokers/topics: `present` all names, `loaded` the assignments of
+    those `topics_to_load` named, `states` any state znodes they already have."""
+
+    present: frozenset[str]
+    loaded: Mapping[str, Topic]
+    states: Mapping[TP, PartitionState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicsMarkedForDeletion:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PreferredElectionZnode:
+    """/admin/preferred_replica_election was written; its partitions, parsed."""
+
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class PreferredElectionRequested:
+    partitions: tuple[TP, ...] | None
+    reply_to: Any
+
+
+@dataclass(frozen=True)
+class AutoRebalanceDue:
+    imbalance_pct_max: float
+
+
+@dataclass(frozen=True)
+class AlterIsrRequested:
+    request: AlterIsrRequest
+    reply_to: Any
+
+
+@dataclass(frozen=True)
+class ControlledShutdownRequested:
+    broker_id: int
+    broker_epoch: int
+    reply_to: Any
+
+
+@dataclass(frozen=True)
+class BrokerAnswered:
+    """A broker answered a request the controller sent (only StopReplica answers matter)."""
+
+    broker_id: int
+    request: ControllerRequest
+    error: int
+
+
+ControllerEvent = (
+    Activated | BrokersChanged | TopicsChanged | TopicsMarkedForDeletion | PreferredElectionZnode
+    | PreferredElectionRequested | AutoRebalanceDue | AlterIsrRequested | ControlledShutdownRequested
+)
+
+
+# ------------------------------------------------------------------ ZooKeeper operations and outcomes
+
+
+@dataclass(frozen=True)
+class WriteStates:
+    """Conditional sets of state znodes: tp -> (new state, expected znode version)."""
+
+    updates: Mapping[TP, tuple[PartitionState, int]]
+
+
+@dataclass(frozen=True)
+class CreateStates:
+    """State znodes of new partitions (version 0)."""
+
+    states: Mapping[TP, PartitionState]
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    """Remove /brokers/topics/<t> (with its partitions) and /admin/delete_topics/<t>."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class DeletePreferredElectionZnode:
+    pass
+
+
+@dataclass(frozen=True)
+class WaitForAnswers:
+    """Hold the event until the listed brokers answered `request_kind` or `deadline_ms`."""
+
+    brokers: frozenset[int]
+    deadline_ms: int
+
+
+ZkOperation = WriteStates | CreateStates | DeleteTopic | DeletePreferredElectionZnode | WaitForAnswers
+
+
+@dataclass(frozen=True)
+class Written:
+    version: int
+
+
+@dataclass(frozen=True)
+class Stale:
+    """The expected version did not match (or the znode already existed): what is there now."""
+
+    current: PartitionState | None
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str
+
+
+WriteOutcome = Written | Stale | Failed
+
+
+# ------------------------------------------------------------------ effects
+
+
+@dataclass(frozen=True)
+class Send:
+    broker_id: int
+    request: ControllerRequest
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply_to: Any
+    response: ControllerResponse
+
+
+@dataclass(frozen=True)
+class Note:
+    level: str  # "info" | "warning"
+    text: str
+
+
+@dataclass
+class Ready:
+    sends: list[Send] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    io: ZkOperation | None = None
+
+
+Handler = Generator[ZkOperation, Any, Any]
+
+
+class Controller:
+    def __init__(self, broker_id: int, *, unclean_leader_election: bool = False) -> None:
+        self.broker_id = broker_id
+        self.unclean_default = unclean_leader_election
+        self.epoch = 0
+        self.active = False
+        self.live: dict[int, LiveBroker] = {}
+        self.topics: dict[str, Topic] = {}
+        self.states: dict[TP, PartitionState] = {}
+        self.shutting_down: set[int] = set()
+        self.unclean_elections = 0
+        self._out = Ready()
+        self._running: Handler | None = None
+        self._reply: tuple[Any, type[ControllerResponse]] | None = None  # the running event's caller
+        self._answered: set[int] = set()  # brokers that answered what WaitForAnswers waits on
+
+    # -------------------------------------------------------------- driving
+
+    @property
+    def busy(self) -> bool:
+        """An event is waiting for the outcome of its ZooKeeper operation."""
+        return self._running is not None
+
+    def handle(self, event: ControllerEvent, now_ms: int) -> Ready:
+        assert self._running is None, "one event at a time: resume() the running one first"
+        self._now = now_ms
+        reply = _caller_of(event)
+        if isinstance(event, Activated):
+            self._activate(event)
+        elif not self.active:
+            if reply is not None:
+                self._refuse(reply, ErrorCode.NOT_CONTROLLER)
+            return self._flush()
+        self._reply = reply
+        self._start(self._dispatch(event))
+        return self._flush()
+
+    def resume(self, outcome: Any, now_ms: int) -> Ready:
+        assert self._running is not None, "nothing is waiting for an outcome"
+        self._now = now_ms
+        self._step(outcome)
+        return self._flush()
+
+    def on_answer(self, event: BrokerAnswered) -> None:
+        """A broker answered; does not start an event (StopReplica answers for deletions)."""
+        if isinstance(event.request, StopReplica) and event.request.delete:
+            self._answered.add(event.broker_id)
+
+    def abort(self, code: ErrorCode) -> Ready:
+        """The running event cannot finish (ZooKeeper refused or failed): answer its caller
+        `code` and drop it. What was written stays written and is in memory already."""
+        self._running = None
+        if self._reply is not None:
+            self._refuse(self._reply, code)
+            self._reply = None
+        return self._flush()
+
+    def resign(self) -> Ready:
+        out = self.abort(ErrorCode.NOT_CONTROLLER)
+        self.active = False
+        self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
+        return out
+
+    def _start(self, gen: Handler) -> None:
+        self._running = gen
+        self._step(None)
+
+    def _step(self, outcome: Any) -> None:
+        assert self._running is not None
+        try:
+            self._out.io = self._running.send(outcome)
+        except StopIteration:
+            self._running = None
+            assert self._reply is None, "an event that waits for an answer ended without one"
+
+    def _flush(self) -> Ready:
+        out, self._out = self._out, Ready()
+        return out
+
+    def _note(self, text: str, level: str = "info") -> None:
+        self._out.notes.append(Note(level, text))
+
+    def _answer(self, reply_to: Any, response: ControllerResponse) -> None:
+        assert self._reply is not None and self._reply[0] is reply_to, "answered twice, or someone not waiting"
+        self._out.answers.append(Answer(reply_to, response))
+        self._reply = None
+
+    def _refuse(self, reply: tuple[Any, type[ControllerResponse]], code: ErrorCode) -> None:
+        reply_to, response_type = reply
+        self._out.answers.append(Answer(reply_to, response_type(int(code))))
+
+    def _dispatch(self, event: ControllerEvent) -> Handler:
+        match event:
+            case Activated():
+                yield from self._on_activated(event)
+            case BrokersChanged(brokers=brokers):
+                yield from self._on_brokers_changed(brokers)
+            case TopicsChanged():
+                yield from self._on_topics_changed(event)
+            case TopicsMarkedForDeletion(topics=topics):
+                yield from self._on_topic_deletion(topics)
+            case PreferredElectionZnode(partitions=partitions):
+                yield from self._preferred_elect(partitions)
+                yield DeletePreferredElectionZnode()
+            case PreferredElectionRequested(partitions=partitions, reply_to=reply_to):
+                elected = yield from self._preferred_elect(partitions)
+                self._answer(reply_to, PreferredElectionResponse(0, tuple(elected)))
+            case AutoRebalanceDue(imbalance_pct_max=pct):
+                todo = election.partitions_to_rebalance(self._replica_map(), self.states, self._eligible(), pct)
+                if todo:
+                    moved = yield from self._preferred_elect(todo)
+                    self._note(f"auto leader rebalance moved {len(moved)} partitions")
+            case AlterIsrRequested(request=request, reply_to=reply_to):
+                yield from self._on_alter_isr(request, reply_to)
+            case ControlledShutdownRequested(broker_id=bid, broker_epoch=epoch, reply_to=reply_to):
+                yield from self._on_controlled_shutdown(bid, epoch, reply_to)
+            case _:
+                raise AssertionError(f"unhandled controller event {event!r}")
+
+    # -------------------------------------------------------------- views
+
+    def partitions_of(self, broker_id: int) -> list[TP]:
+        return [tp for tp, replicas in sorted(self._replica_map().items()) if broker_id in replicas]
+
+    def topics_to_load(self, present: Iterable[str]) -> list[str]:
+        return sorted(t for t in present if t not in self.topics)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "active": self.active, "epoch": self.epoch, "live_brokers": sorted(self.live),
+            "shutting_down": sorted(self.shutting_down), "partitions": len(self.states),
+            "offline_partitions": sum(1 for st in self.states.values() if st.leader == NO_LEADER or st.leader not in self.live),
+            "unclean_elections": self.unclean_elections,
+        }
+
+    def _replica_map(self) -> dict[TP, tuple[int, ...]]:
+        return {(t, p): r for t, topic in self.topics.items() for p, r in topic.partitions.items()}
+
+    def _eligible(self) -> set[int]:
+        return set(self.live) - self.shutting_down
+
+    def _unclean_by_topic(self) -> dict[str, bool]:
+        out = {}
+        for t, topic in self.topics.items():
+            raw = topic.config.get("unclean.leader.election.enable")
+            out[t] = self.unclean_default if raw is None else str(raw).lower() == "true"
+        return out
+
+    # -------------------------------------------------------------- failover (seed D)
+
+    def _activate(self, ev: Activated) -> None:
+        self.active = True
+        self.epoch = ev.epoch
+        self.live = dict(ev.brokers)
+        self.topics = dict(ev.topics)
+        self.states = {tp: st for tp, st in ev.states.items() if tp[0] in self.topics}
+        self.shutting_down = set()
+
+    def _on_activated(self, ev: Activated) -> Handler:
+        replicas = self._replica_map()
+        missing = [tp for tp in sorted(replicas) if tp not in self.states]
+        if missing:  # the previous controller died while creating these topics
+            yield from self._init_leaders(missing)
+        # Tell every broker the truth with `init`, then deal with what is broken.
+        for bid in sorted(self.live):
+            self._send_update_metadata([bid], full=True)
+        for bid in sorted(self.live):
+            self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
+        yield from self._elect_offline()
+        yield from self._fence_bounced(ev.written_zxid)
+        if ev.pending_deletions:
+            yield from self._on_topic_deletion(ev.pending_deletions)
+        if ev.preferred_election is not None:
+            yield from self._preferred_elect(ev.preferred_election)
+            yield DeletePreferredElectionZnode()
+        self._note(f"controller {self.broker_id} active at epoch {self.epoch}: {len(self.live)} brokers, {len(self.states)} partitions")
+
+    def _fence_bounced(self, written_zxid: Mapping[TP, int]) -> Handler:
+        """An ISR member whose registration (epoch = czxid) is newer than the state znode's
+        last write restarted after the last decision about it, unseen by any controller
+        (it may have been the controller). Handle it as failed for that partition: re-elect
+        if it leads, drop it from the ISR; it rejoins through AlterIsr once caught up.
+        Without this a restarted leader keeps leading at the old epoch with whatever its
+        disk kept (found by the simulator, flush_mode="random", seed 55). Kafka's ZooKeeper
+        controller has the same gap; KIP-966 closes it in KRaft."""
+        bounced = {tp: {b for b in st.isr if b in self.live and self.live[b].epoch > written_zxid[tp]}
+                   for tp, st in self.states.items() if tp in written_zxid}
+        bounced = {tp: members for tp, members in bounced.items() if members}
+        if not bounced:
+            return
+        self._note(f"controller failover: {len(bounced)} partitions have ISR members that restarted unseen; re-deciding them")
+        replicas = self._replica_map()
+        unclean = self._unclean_by_topic()
+
+        def decide(tps: Sequence[TP]) -> list[PartitionChange]:
+            return [ch for tp in tps
+                    for ch in election.on_brokers_failed({tp: self.states[tp]}, {tp: replicas[tp]}, self._eligible() - bounced[tp], unclean)]
+
+        yield from self._decide_write_propagate(decide, sorted(bounced))
+        # ...then as started: partitions left without a leader get one from the live ISR.
+        yield from self._elect_offline()
+
+    # -------------------------------------------------------------- broker changes (seed A)
+
+    def _on_brokers_changed(self, brokers: Mapping[int, LiveBroker]) -> Handler:
+        old = self.live
+        # A broker registered again with a new epoch restarted in between (Kafka's bounced
+        # brokers): handled as failed first, so it loses its leaderships (epoch + 1)
+        # instead of keeping them with a fresh replica state, then as started.
+        bounced = {b for b in brokers if b in old and brokers[b].epoch != old[b].epoch}
+        dead = {b for b in old if b not in brokers} | bounced
+        new = {b for b in brokers if b not in old} | bounced
+        if not dead and not new:
+            self.live = dict(brokers)  # registration details may have changed
+            return
+        self.shutting_down -= dead
+        self._note(f"brokers failed {sorted(dead)}, started {sorted(new)} (bounced {sorted(bounced)}); live {sorted(brokers)}")
+        if dead:
+            self.live = {b: v for b, v in brokers.items() if b not in bounced}
+            yield from self._elect_offline(update_metadata=False)  # the live set changed: all partitions follow
+        self.live = dict(brokers)
+        self._send_update_metadata(sorted(self.live), brokers_changed=True)
+        if new:
+            for bid in sorted(new):
+                self._send_update_metadata([bid], full=True)
+                self._send_leader_and_isr(bid, self.partitions_of(bid))
+            yield from self._elect_offline()
+
+    def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
+        """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
+        behind live leaders (election.on_brokers_failed)."""
+        replicas = self._replica_map()
+        unclean = self._unclean_by_topic()
+
+        def decide(tps: Sequence[TP]) -> list[PartitionChange]:
+            return election.on_brokers_failed({tp: self.states[tp] for tp in tps}, replicas, self._eligible(), unclean)
+
+        yield from self._decide_write_propagate(decide, sorted(self.states), update_metadata=update_metadata)
+
+    # -------------------------------------------------------------- writes
+
+    def _decide_write_propagate(self, decide: Callable[[Sequence[TP]], list[PartitionChange]], tps: Sequence[TP],
+                                *, update_metadata: bool = True) -> Generator[ZkOperation, Any, list[TP]]:
+        """Decide, write conditionally, apply what was written, send LeaderAndIsr (and
+        UpdateMetadata) for it. Partitions whose znode moved under us are decided again
+        from the state found there."""
+        written: list[TP] = []
+        todo = list(tps)
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            changes = {ch.topic_partition: ch for ch in decide(todo)}
+            if not changes:
+                break
+            outcomes = yield WriteStates({tp: (self._state_of(ch), ch.expected_version) for tp, ch in changes.items()})
+            todo = []
+            for tp, ch in changes.items():
+                if self._apply(tp, outcomes[tp], self._state_of(ch)):
+                    written.append(tp)
+                    self._note_change(ch)
+                elif isinstance(outcomes[tp], Stale) and tp in self.states:
+                    todo.append(tp)
+            if not todo:
+                break
+        self._propagate(written, update_metadata=update_metadata)
+        return written
+
+    def _state_of(self, ch: PartitionChange) -> PartitionState:
+        return PartitionState(ch.leader, ch.leader_epoch, tuple(ch.isr), ch.expected_version + 1, self.epoch)
+
+    def _apply(self, tp: TP, outcome: WriteOutcome, wanted: PartitionState) -> bool:
+        match outcome:
+            case Written(version=version):
+                self.states[tp] = PartitionState(wanted.leader, wanted.leader_epoch, wanted.isr, version, self.epoch)
+                return True
+            case Stale(current=current):
+                if current is None:
+                    self.states.pop(tp, None)
+                else:
+                    self.states[tp] = current
+            case Failed(reason=reason):
+                self._note(f"state write for {tp[0]}-{tp[1]} failed: {reason}", "warning")
+        return False
+
+    def _note_change(self, ch: PartitionChange) -> None:
+        t, p = ch.topic_partition
+        if ch.unclean:
+            self.unclean_elections += 1
+            self._note(f"UNCLEAN leader election for {t}-{p}: broker {ch.leader} was not in the ISR; acknowledged data may be lost", "warning")
+        elif ch.leader == NO_LEADER:
+            self._note(f"{t}-{p} is offline: no live replica in its ISR", "warning")
+
+    def _init_leaders(self, tps: list[TP]) -> Handler:
+        """New partitions: leader = first live assigned replica, ISR = the live replicas."""
+        replicas = self._replica_map()
+        decided = election.init_leaders({tp: replicas[tp] for tp in tps}, self.live)
+        states = {tp: PartitionState(st.leader, st.leader_epoch, st.isr, 0, self.epoch) for tp, st in decided.items()}
+        if not states:
+            return
+        outcomes = yield CreateStates(states)
+        for tp, st in states.items():
+            self._apply(tp, outcomes[tp], st)
+
+    # -------------------------------------------------------------- requests to brokers
+
+    def _propagate(self, tps: list[TP], *, update_metadata: bool = True) -> None:
+        if not tps:
+            return
+        replicas = self._replica_map()
+        per_broker: dict[int, list[TP]] = {}
+        for tp in tps:
+            for b in replicas.get(tp, ()):
+                if b in self.live:
+                    per_broker.setdefault(b, []).append(tp)
+        for b, its in sorted(per_broker.items()):
+            self._send_leader_and_isr(b, its)
+        if update_metadata:
+            self._send_update_metadata(sorted(self.live), tps=tps)
+
+    def _send_leader_and_isr(self, broker_id: int, tps: list[TP], *, init: bool = False) -> None:
+        tps = [tp for tp in tps if tp in self.states]
+        if broker_id not in self.live or (not tps and not init):
+            return
+        replicas = self._replica_map()
+        leaders = {self.states[tp].leader for tp in tps} & set(self.live)
+        request = LeaderAndIsr(
+            controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=self.live[broker_id].epoch, init=init,
+            live_leaders={b: (self.live[b].host, self.live[b].inter_broker_port) for b in sorted(leaders)},
+            topic_configs={t: self.topics[t].config for t in sorted({tp[0] for tp in tps})},
+            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas[(t, p)]))
+                             for (t, p) in tps for st in [self.states[(t, p)]]),
+        )
+        self._out.sends.append(Send(broker_id, request))
+
+    def _send_update_metadata(self, brokers: list[int], *, full: bool = False, tps: Iterable[TP] = (),
+                              brokers_changed: bool = False, deleted: Sequence[str] = ()) -> None:
+        if full or brokers_changed:
+            tps = list(self.states)  # offline replica lists depend on the live set
+        replicas = self._replica_map()
+        parts = tuple(PartitionMetadata(t, p, st.leader, st.leader_epoch, tuple(st.isr), tuple(replicas[(t, p)]),
+                                        tuple(b for b in replicas[(t, p)] if b not in self.live))
+                      for (t, p) in tps if (t, p) in self.states and (t, p) in replicas for st in [self.states[(t, p)]])
+        endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch)
+                          for _, b in sorted(self.live.items()))
+        configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
+        for bid in brokers:
+            if bid in self.live:
+                self._out.sends.append(Send(bid, UpdateMetadata(
+                    self.broker_id, self.epoch, self.live[bid].epoch, endpoints, parts, full, tuple(deleted), configs)))
+
+    # -------------------------------------------------------------- topics (seed B)
+
+    def _on_topics_changed(self, ev: TopicsChanged) -> Handler:
+        removed = sorted(t for t in self.topics if t not in ev.present)
+        for t in removed:
+            self._forget_topic(t)
+        if removed:
+            self._send_update_metadata(sorted(self.live), deleted=removed)
+        new_tps = []
+        for t, topic in sorted(ev.loaded.items()):
+            if t in ev.present and t not in self.topics:
+                self.topics[t] = topic
+                new_tps.extend((t, p) for p in sorted(topic.partitions))
+        if not new_tps:
+            return
+        self.states.update({tp: st for tp, st in ev.states.items() if tp in new_tps})
+        yield from self._init_leaders([tp for tp in new_tps if tp not in self.states])
+        self._propagate([tp for tp in new_tps if tp in self.states])
+
+    def _forget_topic(self, topic: str) -> None:
+        gone = self.topics.pop(topic, None)
+        for p in (gone.partitions if gone is not None else {}):
+            self.states.pop((topic, p), None)
+
+    def _on_topic_deletion(self, topics: Sequence[str]) -> Handler:
+        done = []
+        for topic in topics:
+            gone = self.topics.get(topic)
+            if gone is not None:
+                holders = sorted({b for r in gone.partitions.values() for b in r} & set(self.live))
+                self._answered = set()
+                for b in holders:
+                    self._out.sends.append(Send(b, StopReplica(
+                        self.broker_id, self.epoch, self.live[b].epoch,
+                        tuple((topic, p) for p, r in sorted(gone.partitions.items()) if b in r), delete=True)))
+                if holders:
+                    yield WaitForAnswers(frozenset(holders), self._now + TOPIC_DELETION_WAIT_MS)
+            yield DeleteTopic(topic)
+            self._forget_topic(topic)
+            done.append(topic)
+            self._note(f"topic {topic} deleted")
+        if done:
+            self._send_update_metadata(sorted(self.live), deleted=done)
+
+    def answered(self, brokers: Iterable[int]) -> bool:
+        """WaitForAnswers: have these brokers all answered?"""
+        return set(brokers) <= self._answered
+
+    # -------------------------------------------------------------- AlterIsr (KIP-497)
+
+    def _on_alter_isr(self, request: AlterIsrRequest, reply_to: Any) -> Handler:
+        code = election.validate_alter_isr_request(request.broker_id, request.broker_epoch,
+                                                   {b: lb.epoch for b, lb in self.live.items()}, self.active)
+        if code != ErrorCode.NONE:
+            self._answer(reply_to, AlterIsrResponse(int(code)))
+            return
+        replicas = self._replica_map()
+        codes: dict[TP, int] = {}
+        wanted: dict[TP, PartitionState] = {}
+        expected: dict[TP, int] = {}
+        for a in request.partitions:
+            tp = (a.topic, a.partition)
+            item = AlterIsrItem(a.topic, a.partition, a.leader, a.leader_epoch, tuple(a.new_isr), a.partition_epoch)
+            current = self.states.get(tp) if tp in replicas else None
+            d = election.validate_alter_isr(current, item, replicas.get(tp, ()), set(self.live), self.shutting_down)
+            if d.error != ErrorCode.NONE or not d.write_needed:
+                codes[tp] = int(d.error)
+                continue
+            assert d.new_state is not None
+            wanted[tp] = PartitionState(d.new_state.leader, d.new_state.leader_epoch, d.new_state.isr, d.expected_version + 1, self.epoch)
+            expected[tp] = d.expected_version
+        written = []
+        if wanted:
+            outcomes = yield WriteStates({tp: (st, expected[tp]) for tp, st in wanted.items()})
+            for tp, st in wanted.items():
+                ok = self._apply(tp, outcomes[tp], st)
+                codes[tp] = 0 if ok else int(ErrorCode.INVALID_UPDATE_VERSION)
+                if ok:
+                    written.append(tp)
+        # The leader learns its new ISR from this answer; everyone else from UpdateMetadata.
+        if written:
+            self._send_update_metadata(sorted(self.live), tps=written)
+        results = []
+        for tp, c in codes.items():
+            st = self.states.get(tp, PartitionState(NO_LEADER, -1, (), -1))
+            results.append(AlterIsrPartitionResult(tp[0], tp[1], c, st.leader, st.leader_epoch, tuple(st.isr), st.version))
+        self._answer(reply_to, AlterIsrResponse(0, tuple(results)))
+
+    # -------------------------------------------------------------- controlled shutdown
+
+    def _on_controlled_shutdown(self, bid: int, broker_epoch: int, reply_to: Any) -> Handler:
+        if bid not in self.live or self.live[bid].epoch != broker_epoch:
+            self._answer(reply_to, ControlledShutdownResponse(int(ErrorCode.STALE_BROKER_EPOCH)))
+            return
+        self.shutting_down.add(bid)
+        replicas = self._replica_map()
+
+        def decide(tps: Sequence[TP]) -> list[PartitionChange]:
+            changes, _ = election.on_controlled_shutdown(bid, {tp: self.states[tp] for tp in tps}, replicas, self.live, self.shutting_down)
+            return changes
+
+        moved = yield from self._decide_write_propagate(decide, sorted(self.states))
+        # Answered from what was written: as Kafka, only partitions with another replica
+        # can move; RF 1 ones stop with the broker.
+        remaining = tuple(tp for tp, st in sorted(self.states.items()) if st.leader == bid and len(replicas.get(tp, ())) > 1)
+        self._note(f"controlled shutdown of broker {bid}: moved {len(moved)} partitions, {len(remaining)} still led")
+        self._answer(reply_to, ControlledShutdownResponse(0, remaining))
+
+    # -------------------------------------------------------------- preferred leader election
+
+    def _preferred_elect(self, tps: Iterable[TP] | None) -> Generator[ZkOperation, Any, list[TP]]:
+        replicas = self._replica_map()
+        candidates = [tp for tp in (sorted(self.states) if tps is None else tps) if tp in self.states and tp in replicas]
+
+        def decide(todo: Sequence[TP]) -> list[PartitionChange]:
+            return election.preferred_leader_changes(todo, self.states, replicas, self._eligible())
+
+        return (yield from self._decide_write_propagate(decide, candidates))
+
+
+def _caller_of(event: ControllerEvent) -> tuple[Any, type[ControllerResponse]] | None:
+    """Who waits for this event, and the shape of their answer."""
+    match event:
+        case AlterIsrRequested(reply_to=r):
+            return r, AlterIsrResponse
+        case ControlledShutdownRequested(reply_to=r):
+            return r, ControlledShutdownResponse
+        case PreferredElectionRequested(reply_to=r):
+            return r, PreferredElectionResponse
+    return None

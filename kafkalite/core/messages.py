@@ -1,0 +1,290 @@
+"""Controller <-> broker messages (DESIGN.md sections 4 and 10): frozen dataclasses, each
+with one `to_wire` (a msgpack-able dict, the RPC header) and one `from_wire`.
+
+The controller core builds these; the broker's RPC shell encodes them on the way out and
+decodes them on the way in; the simulator passes them as they are. `from_wire(to_wire(m))
+== m` for every message (tests/unit/core/test_core_messages.py checks it by property).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TP = tuple[str, int]
+
+
+def _configs(raw: Mapping[str, Mapping[str, str]] | None) -> dict[str, dict[str, str]]:
+    return {str(t): {str(k): str(v) for k, v in cfg.items()} for t, cfg in (raw or {}).items()}
+
+
+# ------------------------------------------------------------------ LeaderAndIsr
+
+
+@dataclass(frozen=True)
+class PartitionLeadership:
+    """One partition of a LeaderAndIsr: its state znode plus the assigned replicas.
+    `partition_epoch` is the state znode's version (KIP-497)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+
+    @property
+    def topic_partition(self) -> TP:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[PartitionLeadership, ...]
+    init: bool = False
+    live_leaders: Mapping[int, tuple[str, int]] = field(default_factory=dict)  # id -> (host, inter-broker port)
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
+            "broker_epoch": self.broker_epoch, "init": self.init,
+            "live_leaders": {b: [h, p] for b, (h, p) in self.live_leaders.items()},
+            "topic_configs": _configs(self.topic_configs),
+            "partitions": [[p.topic, p.partition, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch, list(p.replicas)]
+                           for p in self.partitions],
+        }
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> LeaderAndIsr:
+        return cls(
+            controller_id=int(h["controller_id"]), controller_epoch=int(h["controller_epoch"]),
+            broker_epoch=int(h.get("broker_epoch", -1)), init=bool(h.get("init", False)),
+            live_leaders={int(b): (str(a[0]), int(a[1])) for b, a in (h.get("live_leaders") or {}).items()},
+            topic_configs=_configs(h.get("topic_configs")),
+            partitions=tuple(PartitionLeadership(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr),
+                                                 int(version), tuple(int(b) for b in replicas))
+                             for t, p, leader, epoch, isr, version, replicas in h["partitions"]),
+        )
+
+
+# ------------------------------------------------------------------ UpdateMetadata
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    id: int
+    host: str
+    port: int
+    inter_broker_port: int
+    admin_port: int
+    rack: str | None
+    epoch: int
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class UpdateMetadata:
+    """`full` replaces the receiver's cache; otherwise the partitions listed are updated
+    and `deleted_topics` dropped. The broker list is always complete."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    brokers: tuple[BrokerEndpoint, ...]
+    partitions: tuple[PartitionMetadata, ...] = ()
+    full: bool = False
+    deleted_topics: tuple[str, ...] = ()
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        parts: dict[str, dict[int, list[Any]]] = {}
+        for m in self.partitions:
+            parts.setdefault(m.topic, {})[m.partition] = [m.leader, m.leader_epoch, list(m.isr), list(m.replicas), list(m.offline)]
+        return {
+            "controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
+            "broker_epoch": self.broker_epoch, "full": self.full,
+            "brokers": [{"id": b.id, "host": b.host, "port": b.port, "inter_broker_port": b.inter_broker_port,
+                         "admin_port": b.admin_port, "rack": b.rack, "epoch": b.epoch} for b in self.brokers],
+            "partitions": parts, "topic_configs": _configs(self.topic_configs),
+            "deleted_topics": list(self.deleted_topics),
+        }
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> UpdateMetadata:
+        return cls(
+            controller_id=int(h["controller_id"]), controller_epoch=int(h["controller_epoch"]),
+            broker_epoch=int(h.get("broker_epoch", -1)), full=bool(h.get("full", False)),
+            brokers=tuple(BrokerEndpoint(int(b["id"]), str(b["host"]), int(b["port"]), int(b["inter_broker_port"]),
+                                         int(b["admin_port"]), None if b.get("rack") is None else str(b["rack"]),
+                                         int(b["epoch"])) for b in h["brokers"]),
+            partitions=tuple(PartitionMetadata(str(t), int(p), int(w[0]), int(w[1]), tuple(int(b) for b in w[2]),
+                                               tuple(int(b) for b in w[3]), tuple(int(b) for b in w[4]))
+                             for t, ps in (h.get("partitions") or {}).items() for p, w in ps.items()),
+            deleted_topics=tuple(str(t) for t in h.get("deleted_topics") or ()),
+            topic_configs=_configs(h.get("topic_configs")),
+        )
+
+
+# ------------------------------------------------------------------ StopReplica
+
+
+@dataclass(frozen=True)
+class StopReplica:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[TP, ...]
+    delete: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
+                "broker_epoch": self.broker_epoch, "delete": self.delete,
+                "partitions": [[t, p] for t, p in self.partitions]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> StopReplica:
+        return cls(int(h["controller_id"]), int(h["controller_epoch"]), int(h.get("broker_epoch", -1)),
+                   tuple((str(t), int(p)) for t, p in h["partitions"]), bool(h.get("delete", False)))
+
+
+ControllerRequest = LeaderAndIsr | UpdateMetadata | StopReplica
+
+
+# ------------------------------------------------------------------ broker -> controller
+
+
+@dataclass(frozen=True)
+class AlterIsrProposal:
+    """One partition of an AlterIsr (KIP-497)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class AlterIsrRequest:
+    broker_id: int
+    broker_epoch: int
+    partitions: tuple[AlterIsrProposal, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
+                "partitions": [[a.topic, a.partition, a.leader, a.leader_epoch, list(a.new_isr), a.partition_epoch]
+                               for a in self.partitions]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> AlterIsrRequest:
+        return cls(int(h["broker_id"]), int(h.get("broker_epoch", -1)),
+                   tuple(AlterIsrProposal(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr), int(version))
+                         for t, p, leader, epoch, isr, version in h["partitions"]))
+
+
+@dataclass(frozen=True)
+class AlterIsrPartitionResult:
+    """The controller's answer for one partition: an error code and the partition's state
+    as the controller has it (the leader adopts it on NONE)."""
+
+    topic: str
+    partition: int
+    error: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class AlterIsrResponse:
+    error: int
+    partitions: tuple[AlterIsrPartitionResult, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": self.error,
+                "partitions": [[r.topic, r.partition, r.error, r.leader, r.leader_epoch, list(r.isr), r.partition_epoch]
+                               for r in self.partitions]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> AlterIsrResponse:
+        return cls(int(h.get("error", 0)),
+                   tuple(AlterIsrPartitionResult(str(t), int(p), int(code), int(leader), int(epoch),
+                                                 tuple(int(b) for b in isr), int(version))
+                         for t, p, code, leader, epoch, isr, version in h.get("partitions") or ()))
+
+
+@dataclass(frozen=True)
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> ControlledShutdownRequest:
+        return cls(int(h["broker_id"]), int(h.get("broker_epoch", -1)))
+
+
+@dataclass(frozen=True)
+class ControlledShutdownResponse:
+    """`remaining`: partitions the broker still leads (no other live ISR member)."""
+
+    error: int
+    remaining: tuple[TP, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": self.error, "remaining_partitions": [[t, p] for t, p in self.remaining]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> ControlledShutdownResponse:
+        return cls(int(h.get("error", 0)), tuple((str(t), int(p)) for t, p in h.get("remaining_partitions") or ()))
+
+
+@dataclass(frozen=True)
+class PreferredElectionRequest:
+    """`partitions` None: every partition (auto rebalance style)."""
+
+    partitions: tuple[TP, ...] | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"partitions": None if self.partitions is None else [[t, p] for t, p in self.partitions]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> PreferredElectionRequest:
+        parts = h.get("partitions")
+        return cls(None if parts is None else tuple((str(t), int(p)) for t, p in parts))
+
+
+@dataclass(frozen=True)
+class PreferredElectionResponse:
+    error: int
+    elected: tuple[TP, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": self.error, "elected": [[t, p] for t, p in self.elected]}
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> PreferredElectionResponse:
+        return cls(int(h.get("error", 0)), tuple((str(t), int(p)) for t, p in h.get("elected") or ()))
+
+
+ControllerResponse = AlterIsrResponse | ControlledShutdownResponse | PreferredElectionResponse
