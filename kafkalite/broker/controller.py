@@ -165,7 +165,7 @@ class Controller:
         if isinstance(request, StopReplica):
             future = asyncio.get_running_loop().create_future()
             future.add_done_callback(lambda f, b=broker_id, r=request: self._on_stop_replica_answer(b, r, f))
-        self.channel.send(broker_id, type(request).__name__, request.to_wire(), future)
+        self.channel.send(broker_id, request, future)
 
     def _on_stop_replica_answer(self, broker_id: int, request: StopReplica, future: asyncio.Future) -> None:
         if future.cancelled() or future.exception() is not None:

@@ -1,17 +1,6 @@
-"""Controller -> broker requests: one ordered sender per broker, batched (seed section A).
-
-LeaderAndIsr, StopReplica and UpdateMetadata queued for a broker while a send is in flight
-are merged into the next request of their kind, so one event that touches 10,000
-partitions costs one request per broker, not 10,000. A send is retried (backing off up to
-a second) for as long as the broker stays registered with the same epoch, as Kafka's
-RequestSendThread does: a live, registered broker always ends up with the controller's
-current state. A broker that left or re-registered gets a new sender and nothing stale.
-
-An UpdateMetadata waits (bounded) until every LeaderAndIsr queued before it, to any broker,
-has been answered: clients learn of a new leader from any broker's metadata, and one that
-learned it before the leader did gets NOT_LEADER for one batch while its next batch, sent
-a moment later, succeeds. librdkafka then reports the first batch delivered without an
-offset (issue 7). Kafka's controller sends both at once and has the same window.
+"""Controller -> broker requests: one ordered sender per broker, following the policy in
+kafkalite.core.controller_sends (resend until answered while the broker keeps its
+registration, merge what queued up, UpdateMetadata after the LeaderAndIsr before it).
 """
 
 from __future__ import annotations
@@ -23,20 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.aio import cancel_and_wait, spawn
+from kafkalite.core.controller_sends import METADATA_BARRIER_WAIT_MS, merged, resend_backoff_ms
+from kafkalite.core.messages import ControllerRequest, LeaderAndIsr, UpdateMetadata
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 log = logging.getLogger(__name__)
 
-SEND_BACKOFF_S = 0.1
-SEND_BACKOFF_MAX_S = 1.0
 SEND_FAILURES_LOGGED_EVERY = 20
-METADATA_BARRIER_WAIT_S = 2.0  # an unresponsive new leader delays nobody's metadata longer
 
 
 @dataclasses.dataclass
 class _Queued:
-    api: str
-    body: dict[str, Any]
+    request: ControllerRequest
     future: asyncio.Future | None
     done: asyncio.Future | None = None  # LeaderAndIsr: resolved when its send ended
     barrier: tuple[asyncio.Future, ...] = ()  # UpdateMetadata: LeaderAndIsr sends to wait for
@@ -55,22 +42,19 @@ class BrokerSender:
         self._task = asyncio.create_task(self._run(), name=f"controller-sender-{broker_id}")
 
     def enqueue(self, item: _Queued) -> None:
-        item.body = dict(item.body)
-        item.body["broker_epoch"] = self.broker_epoch
+        assert item.request.broker_epoch == self.broker_epoch, "a request for another registration of this broker"
         self._queue.append(item)
         self._event.set()
 
-    def _take_batch(self) -> tuple[str, dict[str, Any], list[_Queued]]:
-        """The next request: the head of the queue merged with same-kind followers, and
-        the queued items it answers."""
+    def _take_batch(self) -> tuple[ControllerRequest, list[_Queued]]:
+        """The next request: the head of the queue merged with the followers it merges
+        with, and the queued items it answers."""
         head = self._queue.pop(0)
-        api, body = head.api, head.body
-        merged = [head]
-        while self._queue and self._queue[0].api == api and _mergeable(api, body, self._queue[0].body):
-            nxt = self._queue.pop(0)
-            body = _merge(api, body, nxt.body)
-            merged.append(nxt)
-        return api, body, merged
+        request, items = head.request, [head]
+        while self._queue and (both := merged(request, self._queue[0].request)) is not None:
+            request = both
+            items.append(self._queue.pop(0))
+        return request, items
 
     async def _run(self) -> None:
         while True:
@@ -78,11 +62,12 @@ class BrokerSender:
                 self._event.clear()
                 await self._event.wait()
                 continue
-            api, body, self._in_flight = self._take_batch()
+            request, self._in_flight = self._take_batch()
+            api = type(request).__name__
             barrier = {f for q in self._in_flight for f in q.barrier if not f.done()}
             if barrier:
-                await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_S)
-            result = await self._send_until_answered(api, body)
+                await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_MS / 1000)
+            result = await self._send_until_answered(api, request.to_wire())
             for q in self._in_flight:
                 if q.future is not None and not q.future.done():
                     q.future.set_result(result)
@@ -104,7 +89,7 @@ class BrokerSender:
                     log.warning("%s to broker %d still unanswered after %d attempts: %s", api, self.broker_id, attempt, e)
                 else:
                     log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, attempt, e)
-                await asyncio.sleep(min(SEND_BACKOFF_S * attempt, SEND_BACKOFF_MAX_S))
+                await asyncio.sleep(resend_backoff_ms(attempt) / 1000)
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])
@@ -120,40 +105,6 @@ def _release(items: list[_Queued]) -> None:
     for q in items:
         if q.done is not None and not q.done.done():
             q.done.set_result(None)
-
-
-def _mergeable(api: str, a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if a.get("controller_epoch") != b.get("controller_epoch"):
-        return False
-    if api == "StopReplica":
-        return a.get("delete") == b.get("delete")
-    if api == "UpdateMetadata":
-        return not b.get("full")
-    if api == "LeaderAndIsr":
-        return not b.get("init") and not a.get("init")
-    return False
-
-
-def _merge(api: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    if api == "LeaderAndIsr":
-        by_tp = {(w[0], w[1]): w for w in a["partitions"]}
-        for w in b["partitions"]:
-            by_tp[(w[0], w[1])] = w
-        out["partitions"] = list(by_tp.values())
-        out["topic_configs"] = {**a.get("topic_configs", {}), **b.get("topic_configs", {})}
-    elif api == "StopReplica":
-        out["partitions"] = a["partitions"] + b["partitions"]
-    elif api == "UpdateMetadata":
-        parts = {t: dict(ps) for t, ps in a.get("partitions", {}).items()}
-        for t, ps in b.get("partitions", {}).items():
-            parts.setdefault(t, {}).update(ps)
-        deleted = list(a.get("deleted_topics", [])) + list(b.get("deleted_topics", []))
-        for t in b.get("deleted_topics", []):
-            parts.pop(t, None)
-        out.update(brokers=b["brokers"], controller_id=b["controller_id"], partitions=parts, deleted_topics=deleted,
-                   topic_configs={**a.get("topic_configs", {}), **b.get("topic_configs", {})})
-    return out
 
 
 class ControllerChannel:
@@ -178,16 +129,16 @@ class ControllerChannel:
         if old is not None:
             spawn(old.close(), name=f"close-sender-{broker_id}", owner=self._closing)
 
-    def send(self, broker_id: int, api: str, body: dict[str, Any], future: asyncio.Future | None = None) -> bool:
+    def send(self, broker_id: int, request: ControllerRequest, future: asyncio.Future | None = None) -> bool:
         sender = self.senders.get(broker_id)
         if sender is None:
             return False
-        item = _Queued(api, body, future)
-        if api == "LeaderAndIsr":
+        item = _Queued(request, future)
+        if isinstance(request, LeaderAndIsr):
             item.done = asyncio.get_running_loop().create_future()
             self._leader_and_isr_in_flight.add(item.done)
             item.done.add_done_callback(self._leader_and_isr_in_flight.discard)
-        elif api == "UpdateMetadata":
+        elif isinstance(request, UpdateMetadata):
             item.barrier = tuple(self._leader_and_isr_in_flight)
         sender.enqueue(item)
         return True

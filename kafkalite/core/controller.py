@@ -428,13 +428,15 @@ class Controller:
         missing = [tp for tp in sorted(replicas) if tp not in self.states]
         if missing:  # the previous controller died while creating these topics
             yield from self._init_leaders(missing)
+        # Fence brokers that restarted unseen before anyone is told anything: the states
+        # read back may name one as leader of an epoch whose data it lost (seed 1317).
+        yield from self._fence_bounced(ev.written_zxid)
         # Tell every broker the truth with `init`, then deal with what is broken.
         for bid in sorted(self.live):
             self._send_update_metadata([bid], full=True)
         for bid in sorted(self.live):
             self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
         yield from self._elect_offline()
-        yield from self._fence_bounced(ev.written_zxid)
         if ev.pending_deletions:
             yield from self._on_topic_deletion(ev.pending_deletions)
         if ev.preferred_election is not None:
@@ -464,8 +466,7 @@ class Controller:
                     for ch in election.on_brokers_failed({tp: self.states[tp]}, {tp: replicas[tp]}, self._eligible() - bounced[tp], unclean)]
 
         yield from self._decide_write_propagate(decide, sorted(bounced))
-        # ...then as started: partitions left without a leader get one from the live ISR.
-        yield from self._elect_offline()
+        # ...then as started: the caller elects for partitions left without a leader.
 
     # -------------------------------------------------------------- broker changes (seed A)
 

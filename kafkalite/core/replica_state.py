@@ -102,6 +102,9 @@ class PartitionReplicaState:
         self._replicas: tuple[int, ...] = ()
         self._phase = IsrPhase.COMMITTED
         self._pending: PendingExpandIsr | PendingShrinkIsr | None = None
+        # AWAITING_LEADER_AND_ISR: the maximal ISR of the change the controller refused,
+        # still used for the HW until a LeaderAndIsr says what the ISR is.
+        self._held_maximal: tuple[int, ...] = ()
         self._hw = 0
         self._log_start_offset = 0
         self._ledger = _Ledger()
@@ -147,7 +150,10 @@ class PartitionReplicaState:
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR used for HW and acks (KIP-497): committed ∪ pending expansion, or the old
-        set during a pending shrink."""
+        set during a pending shrink; after a refusal, still that set until a LeaderAndIsr
+        comes (`_give_up_and_await`)."""
+        if self._phase is IsrPhase.AWAITING_LEADER_AND_ISR:
+            return self._held_maximal
         if self._pending is None:
             return self._isr
         return self._pending.maximal_isr
@@ -314,6 +320,7 @@ class PartitionReplicaState:
         self._replicas = tuple(state.replicas)
         self._transition(IsrEvent.LEADER_AND_ISR)
         self._pending = None
+        self._held_maximal = ()
         self.retry_alter_isr = None
 
     def _sync_followers_with_replicas(self, now_ms: int) -> None:
@@ -490,9 +497,7 @@ class PartitionReplicaState:
         if code is ErrorCode.NONE:
             return self._accept_alter_isr(new_state)
         if code in _GIVE_UP_AND_AWAIT:
-            self._transition(IsrEvent.ALTER_ISR_FENCED)
-            self._pending = None
-            self.check_invariants()
+            self._give_up_and_await()
             return True
         if code is ErrorCode.INVALID_REQUEST:
             self._transition(IsrEvent.ALTER_ISR_ABANDONED)
@@ -511,9 +516,7 @@ class PartitionReplicaState:
             or new_state.leader != self.local_broker_id
         )
         if stale:
-            self._transition(IsrEvent.ALTER_ISR_FENCED)
-            self._pending = None
-            self.check_invariants()
+            self._give_up_and_await()
             return True
         self._validate_leader_and_isr(new_state)
         self._transition(IsrEvent.ALTER_ISR_ACCEPTED)
@@ -522,6 +525,22 @@ class PartitionReplicaState:
         self._partition_epoch = new_state.partition_epoch
         self.check_invariants()
         return True
+
+    def _give_up_and_await(self) -> None:
+        """The controller refused the change in a way only a LeaderAndIsr resolves. The
+        HW keeps counting the maximal ISR of the refused change: the controller may have
+        written it (an expansion whose answer was lost, then a later controller decision
+        kept the new member), so acknowledging with the smaller committed set could
+        acknowledge a record that an ISR member in ZooKeeper lacks. Found by the simulator
+        (seed 734): the expansion's answer was lost, the controller shrank another broker
+        away on its failure and kept the new member, which then became leader without the
+        records the old leader acknowledged with the committed set. Kafka keeps its
+        in-flight state in this case too (Partition.handleAlterPartitionError)."""
+        assert self._pending is not None
+        self._held_maximal = self._pending.maximal_isr
+        self._transition(IsrEvent.ALTER_ISR_FENCED)
+        self._pending = None
+        self.check_invariants()
 
     def pending_alter_isr_item(self) -> AlterIsrItem | None:
         """The in-flight AlterIsr (e.g. to re-send after a controller failover)."""
@@ -623,6 +642,8 @@ class PartitionReplicaState:
         assert set(self._isr) <= set(self.maximal_isr)
         if self._pending is None:
             assert self._phase in (IsrPhase.COMMITTED, IsrPhase.AWAITING_LEADER_AND_ISR)
+        if self._phase is IsrPhase.AWAITING_LEADER_AND_ISR:
+            assert self._held_maximal
         if isinstance(self._pending, PendingExpandIsr):
             assert self._phase is IsrPhase.PENDING_EXPAND
             assert self._pending.isr == self._isr

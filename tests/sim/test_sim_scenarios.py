@@ -318,7 +318,7 @@ def test_controlled_shutdown_then_the_old_leaders_stale_alter_isr_is_fenced() ->
     """Issue 8: the old leader's AlterIsr, built at its last leader epoch, reaches the
     controller after a controlled shutdown moved the leadership away. The controller must
     refuse it (stale leader and partition epochs) and change nothing."""
-    from kafkalite.core.replica_state import AlterIsrItem
+    from kafkalite.core.messages import AlterIsrProposal, AlterIsrRequest
     from kafkalite.testing.sim.world import Message
 
     for seed in range(4):
@@ -326,13 +326,13 @@ def test_controlled_shutdown_then_the_old_leaders_stale_alter_isr_is_fenced() ->
         before = zk_state(sim)
         old_leader = before["leader"]
         version = sim.zk.get(zkm.state_path(TP0)).version
-        stale = AlterIsrItem(TP0[0], TP0[1], old_leader, before["leader_epoch"], (old_leader,), version)
+        stale = AlterIsrProposal(TP0[0], TP0[1], old_leader, before["leader_epoch"], (old_leader,), version)
         sim.restart_delay_after_stop[old_leader] = 10_000
         sim.brokers[old_leader].begin_controlled_shutdown()
         sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, old_leader), timeout_ms=2000)
         moved = zk_state(sim)
         controller = sim.zk.controller_id()
-        body = {"broker_id": old_leader, "broker_epoch": sim.brokers[old_leader].broker_epoch, "item": stale}
+        body = AlterIsrRequest(old_leader, sim.brokers[old_leader].broker_epoch, (stale,))
         sim.network.send(Message(old_leader, controller, "AlterIsr", body, sim.next_id()))
         sim.run_for(300)
         after = zk_state(sim)

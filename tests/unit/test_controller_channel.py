@@ -7,6 +7,15 @@ import asyncio
 
 from kafkalite.broker import controller_channel
 from kafkalite.broker.controller_channel import BrokerSender, ControllerChannel
+from kafkalite.core.messages import LeaderAndIsr, PartitionLeadership, UpdateMetadata
+
+
+def lai(broker_epoch: int, *partitions: PartitionLeadership) -> LeaderAndIsr:
+    return LeaderAndIsr(controller_id=1, controller_epoch=1, broker_epoch=broker_epoch, partitions=partitions)
+
+
+def um(broker_epoch: int) -> UpdateMetadata:
+    return UpdateMetadata(controller_id=1, controller_epoch=1, broker_epoch=broker_epoch, brokers=())
 
 
 class FakeClient:
@@ -36,9 +45,8 @@ async def test_update_metadata_waits_for_an_earlier_leader_and_isr_to_another_br
     log: list[str] = []
     gate = asyncio.Event()
     channel = _channel(log, gate)
-    body = {"controller_epoch": 1, "partitions": [["t", 0, 2, 5, [2, 3], 1, [2, 3]]]}
-    channel.send(2, "LeaderAndIsr", body)  # broker 2 becomes leader; its answer is slow
-    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
+    channel.send(2, lai(10, PartitionLeadership("t", 0, 2, 5, (2, 3), 1, (2, 3))))  # broker 2 becomes leader; its answer is slow
+    channel.send(3, um(11))
     await asyncio.sleep(0.1)
     assert log == []  # nobody hears of the new leader before it knows
     gate.set()
@@ -48,12 +56,12 @@ async def test_update_metadata_waits_for_an_earlier_leader_and_isr_to_another_br
 
 
 async def test_update_metadata_goes_out_after_the_bound_when_a_leader_never_answers(monkeypatch):
-    monkeypatch.setattr(controller_channel, "METADATA_BARRIER_WAIT_S", 0.2)
+    monkeypatch.setattr(controller_channel, "METADATA_BARRIER_WAIT_MS", 200)
     log: list[str] = []
     gate = asyncio.Event()
     channel = _channel(log, gate)
-    channel.send(2, "LeaderAndIsr", {"controller_epoch": 1, "partitions": []})
-    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
+    channel.send(2, lai(10))
+    channel.send(3, um(11))
     await asyncio.sleep(0.5)
     assert log == ["UpdateMetadata->b3"]
     gate.set()
@@ -66,8 +74,8 @@ async def test_update_metadata_sent_before_a_leader_and_isr_does_not_wait_for_it
     log: list[str] = []
     gate = asyncio.Event()
     channel = _channel(log, gate)
-    channel.send(3, "UpdateMetadata", {"controller_epoch": 1, "brokers": [], "controller_id": 1, "partitions": {}})
-    channel.send(2, "LeaderAndIsr", {"controller_epoch": 1, "partitions": []})
+    channel.send(3, um(11))
+    channel.send(2, lai(10))
     await asyncio.sleep(0.1)
     assert log == ["UpdateMetadata->b3"]
     gate.set()
@@ -81,8 +89,7 @@ async def test_a_send_is_retried_until_the_broker_answers(monkeypatch):
     gone, and so do we (a re-registered broker gets a new sender)."""
     from kafkalite.rpc.transport import RpcError
 
-    monkeypatch.setattr(controller_channel, "SEND_BACKOFF_S", 0.001)
-    monkeypatch.setattr(controller_channel, "SEND_BACKOFF_MAX_S", 0.001)
+    monkeypatch.setattr(controller_channel, "resend_backoff_ms", lambda attempt: 1)
     answers: list[tuple[int, str, dict]] = []
 
     class Flaky(FakeClient):
@@ -97,7 +104,7 @@ async def test_a_send_is_retried_until_the_broker_answers(monkeypatch):
     log: list[str] = []
     sender = BrokerSender(2, 10, Flaky("b2", log), 1000, lambda *args: answers.append(args))
     fut = asyncio.get_running_loop().create_future()
-    sender.enqueue(controller_channel._Queued("LeaderAndIsr", {"controller_epoch": 1, "partitions": []}, fut))
+    sender.enqueue(controller_channel._Queued(lai(10), fut))
     assert await asyncio.wait_for(fut, 5) == {"error": 0}
     assert Flaky.calls == 51
     assert log == ["LeaderAndIsr->b2"]

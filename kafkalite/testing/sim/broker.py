@@ -17,7 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.core import controller as core_controller
 from kafkalite.core.codes import CoreError, ErrorCode
+from kafkalite.core.messages import (
+    AlterIsrProposal,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsr,
+)
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
 from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState, PartitionReplicaState
 from kafkalite.core.truncation import (
@@ -32,7 +41,7 @@ from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.world import ZK, Message
 
 if TYPE_CHECKING:
-    from kafkalite.testing.sim.controller import SimController
+    from kafkalite.testing.sim.controller_driver import SimControllerDriver
     from kafkalite.testing.sim.runner import Simulation
 
 TP = tuple[str, int]
@@ -115,7 +124,7 @@ class SimBroker:
         self.sid: int | None = None
         self.broker_epoch = -1
         self.controller_epoch_seen = 0
-        self.controller: SimController | None = None
+        self.controller: SimControllerDriver | None = None
         self.purgatory: Purgatory[int] = Purgatory()
         self.produce_ops: dict[int, tuple[DelayedProduce, Message, int, int, int]] = {}
         self.pending_rpcs: dict[int, Callable[[dict[str, Any] | None], None]] = {}
@@ -245,9 +254,9 @@ class SimBroker:
         if zk.get(zkm.CONTROLLER) is None and self.shutdown_attempts == 0:
             won = zk.try_become_controller(self.id, self.sid)
             if won is not None:
-                from kafkalite.testing.sim.controller import SimController
+                from kafkalite.testing.sim.controller_driver import SimControllerDriver
 
-                self.controller = SimController(self, epoch=won[0], epoch_version=won[1])
+                self.controller = SimControllerDriver(self, epoch=won[0], epoch_version=won[1])
                 self.sim.trace_note(f"b{self.id} is controller, epoch {won[0]}")
                 self.controller.activate()
 
@@ -259,18 +268,19 @@ class SimBroker:
     # ------------------------------------------------------------ LeaderAndIsr
 
     def handle_LeaderAndIsr(self, msg: Message) -> dict[str, Any]:
-        body = msg.body
-        if body["controller_epoch"] < self.controller_epoch_seen:
+        body: LeaderAndIsr = msg.body
+        if body.controller_epoch < self.controller_epoch_seen:
             return {"error": int(E.STALE_CONTROLLER_EPOCH)}
-        if body["broker_epoch"] != self.broker_epoch:
+        if body.broker_epoch != self.broker_epoch:
             return {"error": int(E.STALE_BROKER_EPOCH)}
-        self.controller_epoch_seen = body["controller_epoch"]
+        self.controller_epoch_seen = body.controller_epoch
         results = []
-        for tp, leader, leader_epoch, isr, partition_epoch, replicas in body["partitions"]:
+        for p in body.partitions:
+            tp, partition_epoch = p.topic_partition, p.partition_epoch
             state = LeaderAndIsrState(
-                leader=leader, leader_epoch=leader_epoch, isr=tuple(isr),
-                partition_epoch=partition_epoch, replicas=tuple(replicas),
-                controller_epoch=body["controller_epoch"],
+                leader=p.leader, leader_epoch=p.leader_epoch, isr=p.isr,
+                partition_epoch=p.partition_epoch, replicas=p.replicas,
+                controller_epoch=body.controller_epoch,
             )
             rep = self.replica(tp)
             try:
@@ -441,10 +451,11 @@ class SimBroker:
         if controller < 0:
             return  # no controller known: the tick re-sends the pending item
         self.alter_isr_inflight.add(tp)
-        body = {"broker_id": self.id, "broker_epoch": self.broker_epoch, "item": item}
+        body = AlterIsrRequest(self.id, self.broker_epoch, (AlterIsrProposal(
+            item.topic, item.partition, item.leader_id, item.leader_epoch, tuple(item.new_isr), item.partition_epoch),))
         self.rpc(controller, "AlterIsr", body, lambda r: self._on_alter_isr_response(item, r), idempotent=True)
 
-    def _on_alter_isr_response(self, item: AlterIsrItem, resp: dict[str, Any] | None) -> None:
+    def _on_alter_isr_response(self, item: AlterIsrItem, resp: AlterIsrResponse | None) -> None:
         tp = (item.topic, item.partition)
         self.alter_isr_inflight.discard(tp)
         rep = self.replicas.get(tp)
@@ -453,13 +464,13 @@ class SimBroker:
         new_state = None
         if resp is None:
             code = int(E.REQUEST_TIMED_OUT)
-        elif resp["error"] != 0:
-            code = resp["error"]
+        elif resp.error != 0:
+            code = resp.error
         else:
-            code = resp["code"]
-            leader, leader_epoch, isr, version = resp["state"]
-            if leader >= 0 and leader in isr:
-                new_state = LeaderAndIsrState(leader, leader_epoch, tuple(isr), version, rep.state.replicas)
+            (r,) = [r for r in resp.partitions if (r.topic, r.partition) == tp]
+            code = r.error
+            if r.leader >= 0 and r.leader in r.isr:
+                new_state = LeaderAndIsrState(r.leader, r.leader_epoch, r.isr, r.partition_epoch, rep.state.replicas)
         if code == 0 and new_state is None:
             code = int(E.FENCED_LEADER_EPOCH)
         changed = rep.state.on_alter_isr_response(code, new_state, sent=item)
@@ -528,15 +539,16 @@ class SimBroker:
 
     def handle_AlterIsr(self, msg: Message) -> None:
         if self.controller is None:
-            self.respond(msg, {"error": int(E.NOT_CONTROLLER)})
+            self.respond(msg, AlterIsrResponse(int(E.NOT_CONTROLLER)))
             return
-        self.controller.enqueue("alter_isr", msg)
+        self.controller.enqueue(lambda: core_controller.AlterIsrRequested(msg.body, msg))
 
     def handle_ControlledShutdown(self, msg: Message) -> None:
         if self.controller is None:
-            self.respond(msg, {"error": int(E.NOT_CONTROLLER)})
+            self.respond(msg, ControlledShutdownResponse(int(E.NOT_CONTROLLER)))
             return
-        self.controller.enqueue("controlled_shutdown", msg)
+        body: ControlledShutdownRequest = msg.body
+        self.controller.enqueue(lambda: core_controller.ControlledShutdownRequested(body.broker_id, body.broker_epoch, msg))
 
     # ------------------------------------------------------------ controlled shutdown
 
@@ -551,12 +563,12 @@ class SimBroker:
         if controller < 0 or self.broker_epoch < 0:
             return
         self._shutdown_inflight = True
-        body = {"broker_id": self.id, "broker_epoch": self.broker_epoch}
+        body = ControlledShutdownRequest(self.id, self.broker_epoch)
         self.rpc(controller, "ControlledShutdown", body, self._on_controlled_shutdown_response)
 
-    def _on_controlled_shutdown_response(self, resp: dict[str, Any] | None) -> None:
+    def _on_controlled_shutdown_response(self, resp: ControlledShutdownResponse | None) -> None:
         self._shutdown_inflight = False
-        done = resp is not None and resp["error"] == 0 and not resp["remaining"]
+        done = resp is not None and resp.error == 0 and not resp.remaining
         if done or self.shutdown_attempts >= self.cfg.controlled_shutdown_retries_max:
             self.sim.trace_note(f"b{self.id} controlled shutdown {'done' if done else 'gave up'}; stopping")
             self.sim.on_broker_stopped(self)

@@ -20,7 +20,6 @@ class SimConfig:
     fetch_backoff_ms: int = 10
     request_timeout_ms: int = 120
     produce_timeout_ms: int = 400
-    leader_and_isr_retry_ms: int = 100
     controlled_shutdown_retries_max: int = 3
 
     # Network.
@@ -45,7 +44,7 @@ class SimConfig:
     fetch_records_max: int = 8
 
     # Controller failover elects away from ISR members that re-registered after the
-    # partition state was written (see SimController._elect_away_from_bounced).
+    # partition state was written (kafkalite.core.controller, Controller._fence_bounced).
     failover_detects_bounced_brokers: bool = True
 
     # Deliberately broken variants, to show the checker can fail.

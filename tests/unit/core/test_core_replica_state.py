@@ -323,6 +323,23 @@ def test_alter_isr_give_up_errors_clear_pending_and_wait_for_leader_and_isr(code
     ok(p)
 
 
+def test_a_refused_expansion_still_counts_the_new_member_until_leader_and_isr():
+    """Simulator seed 734: the controller wrote the expansion but its answer was lost; a
+    later decision kept the new member (3) in the ISR in ZooKeeper. The old leader's retry
+    is refused FENCED; acknowledging with the committed ISR (1, 2) would acknowledge
+    records 3 lacks, and 3 may be the next leader."""
+    p, item = expanding_leader()
+    p.on_alter_isr_response(ErrorCode.FENCED_LEADER_EPOCH, None, item)
+    assert p.maximal_isr == (1, 2, 3)
+    p.update_follower_fetch(2, 150, 150, 2)
+    assert p.maybe_increment_hw(150) is False
+    assert p.hw == 100
+    assert p.check_enough_replicas_reach_offset(150, 2) == (False, ErrorCode.NONE)
+    p.become_leader(leader_state(isr=(1, 2), partition_epoch=12), 150, 100, 3)
+    assert p.maximal_isr == (1, 2)
+    ok(p)
+
+
 def test_alter_isr_invalid_request_clears_pending_back_to_committed():
     p, item = expanding_leader()
     assert p.on_alter_isr_response(ErrorCode.INVALID_REQUEST, None, item) is True
