@@ -406,35 +406,3 @@ def partitions_to_rebalance(
         if preferred_replica_leader(assigned, state.isr, live_set) not in (None, state.leader):
             result.append(tp)
     return result
-
-
-# ----------------------------------------------------------- reassignment
-
-
-def reassignment_target_replicas(current: Sequence[int], target: Sequence[int]) -> list[int]:
-    """Seed section F: during a move the partition is replicated to AR + RAR (target
-    first, so the preferred replica is the target's)."""
-    return list(target) + [r for r in current if r not in target]
-
-
-def reassignment_complete(target: Sequence[int], isr: Sequence[int]) -> bool:
-    """Seed F 3.2: every target replica has caught up (is in the ISR)."""
-    return set(target) <= set(isr)
-
-
-def reassignment_finish(
-    tp: TopicPartition, target: Sequence[int], state: PartitionStateLike, live: Iterable[int]
-) -> PartitionChange | None:
-    """Seed F 3.2.2: shrink the ISR to RAR; elect a new leader from RAR if the current one
-    is leaving. None when the partition is not ready (some target replica not yet in the
-    ISR) or no live target replica is in the ISR."""
-    if not reassignment_complete(target, state.isr):
-        return None
-    live_set = set(live)
-    new_isr = [r for r in state.isr if r in set(target)]
-    leader = state.leader
-    if leader not in target or leader not in live_set:
-        leader = next((r for r in target if r in live_set and r in new_isr), NO_LEADER)
-        if leader == NO_LEADER:
-            return None
-    return PartitionChange(tp, leader, state.leader_epoch + 1, tuple(new_isr), state.version)

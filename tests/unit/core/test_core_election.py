@@ -15,8 +15,6 @@ from kafkalite.core.election import (
     partitions_to_rebalance,
     preferred_leader_changes,
     preferred_replica_leader,
-    reassignment_finish,
-    reassignment_target_replicas,
     validate_alter_isr,
     validate_alter_isr_request,
 )
@@ -219,12 +217,3 @@ def test_leader_imbalance_and_rebalance_candidates():
     assert partitions_to_rebalance(assignments, states, {1, 2}, imbalance_pct_max=10) == [("t", 0)]
     changes = preferred_leader_changes([("t", 0), ("t", 1)], states, assignments, {1, 2})
     assert changes == [PartitionChange(("t", 0), 1, 2, (1, 2), 1)]
-
-
-def test_reassignment_helpers():
-    assert reassignment_target_replicas([1, 2, 3], [4, 2, 5]) == [4, 2, 5, 1, 3]
-    state = PartitionState(1, 3, (1, 2, 3, 4, 5), 6)
-    change = reassignment_finish(TP, [4, 2, 5], state, {1, 2, 3, 4, 5})
-    assert change == PartitionChange(TP, 4, 4, (2, 4, 5), 6)
-    not_ready = PartitionState(1, 3, (1, 2, 3, 4), 6)
-    assert reassignment_finish(TP, [4, 2, 5], not_ready, {1, 2, 3, 4, 5}) is None

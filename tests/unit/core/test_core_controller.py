@@ -1,0 +1,266 @@
+"""The core controller (kafkalite.core.controller): events in, Ready out. A dict stands in
+for the state znodes (versions checked like ZooKeeper's conditional set); everything else
+is the object both drivers run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from kafkalite.core import controller as core
+from kafkalite.core.codes import ErrorCode
+from kafkalite.core.election import PartitionState
+from kafkalite.core.messages import (
+    AlterIsrProposal,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    ControlledShutdownResponse,
+    LeaderAndIsr,
+    PreferredElectionResponse,
+    StopReplica,
+    UpdateMetadata,
+)
+
+T0, T1 = ("t", 0), ("t", 1)
+
+
+@dataclass
+class Znodes:
+    """Conditional sets and creates of state znodes, and a log of what was written."""
+
+    nodes: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    writes: list[tuple[tuple[str, int], PartitionState]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    interfere: dict[tuple[str, int], PartitionState] = field(default_factory=dict)  # written by "someone else" first
+
+    def perform(self, op: core.ZkOperation) -> object:
+        match op:
+            case core.WriteStates(updates=updates):
+                out = {}
+                for tp, (st, expected) in updates.items():
+                    if tp in self.interfere:
+                        self.nodes[tp] = self.interfere.pop(tp)
+                    current = self.nodes.get(tp)
+                    if current is None or current.version != expected:
+                        out[tp] = core.Stale(current)
+                        continue
+                    self.nodes[tp] = PartitionState(st.leader, st.leader_epoch, st.isr, expected + 1, st.controller_epoch)
+                    self.writes.append((tp, self.nodes[tp]))
+                    out[tp] = core.Written(expected + 1)
+                return out
+            case core.CreateStates(states=states):
+                out = {}
+                for tp, st in states.items():
+                    if tp in self.nodes:
+                        out[tp] = core.Stale(self.nodes[tp])
+                    else:
+                        self.nodes[tp] = PartitionState(st.leader, st.leader_epoch, st.isr, 0, st.controller_epoch)
+                        out[tp] = core.Written(0)
+                return out
+            case core.DeleteTopic(topic=topic):
+                self.deleted.append(topic)
+        return None
+
+
+@dataclass
+class Run:
+    sends: list[core.Send] = field(default_factory=list)
+    answers: list[core.Answer] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to(self, broker: int, kind: type) -> list:
+        return [s.request for s in self.sends if s.broker_id == broker and isinstance(s.request, kind)]
+
+
+def drive(ctrl: core.Controller, zk: Znodes, event: core.ControllerEvent, now_ms: int = 0) -> Run:
+    run = Run()
+    ready = ctrl.handle(event, now_ms)
+    while True:
+        run.sends += ready.sends
+        run.answers += ready.answers
+        run.notes += [n.text for n in ready.notes]
+        if ready.io is None:
+            assert not ctrl.busy
+            return run
+        ready = ctrl.resume(zk.perform(ready.io), now_ms)
+
+
+def brokers(*ids: int, epochs: dict[int, int] | None = None) -> dict[int, core.LiveBroker]:
+    return {b: core.LiveBroker(b, (epochs or {}).get(b, 10 * b)) for b in ids}
+
+
+TOPIC = core.Topic({0: (1, 2, 3), 1: (2, 3, 1)})
+
+
+def active(zk: Znodes, live=(1, 2, 3), states=None, zxid=None, topics=None) -> tuple[core.Controller, Run]:
+    ctrl = core.Controller(1)
+    if states is None:
+        states = {T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)}
+    zk.nodes.update(states)
+    run = drive(ctrl, zk, core.Activated(2, brokers(*live), topics or {"t": TOPIC}, dict(zk.nodes), zxid or {}))
+    return ctrl, run
+
+
+def test_activation_creates_missing_states_and_tells_every_broker_with_init():
+    zk = Znodes()
+    ctrl, run = active(zk, states={})
+    assert zk.nodes[T0].leader == 1 and zk.nodes[T1].leader == 2
+    for b in (1, 2, 3):
+        (lai,) = run.to(b, LeaderAndIsr)
+        assert lai.init and lai.broker_epoch == 10 * b
+        assert {p.topic_partition for p in lai.partitions} == {T0, T1}
+        assert any(um.full for um in run.to(b, UpdateMetadata))
+    assert ctrl.describe()["offline_partitions"] == 0
+
+
+def test_a_dead_leader_is_replaced_at_a_new_epoch_and_everyone_hears():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert zk.nodes[T0] == PartitionState(2, 1, (2, 3), 1, 2)
+    assert zk.nodes[T1] == PartitionState(2, 1, (2, 3), 1, 2)  # a pure shrink bumps the epoch too
+    for b in (2, 3):
+        parts = {p.topic_partition: p for lai in run.to(b, LeaderAndIsr) for p in lai.partitions}
+        assert parts[T0].leader == 2 and parts[T0].leader_epoch == 1 and parts[T0].partition_epoch == 1
+    assert run.to(1, LeaderAndIsr) == []
+    assert any(m.offline == (1,) for um in run.to(3, UpdateMetadata) for m in um.partitions)
+
+
+def test_a_bounced_broker_is_handled_as_failed_then_started():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 99})))
+    assert zk.nodes[T0].leader == 2  # lost its leadership at a new epoch
+    assert 1 not in zk.nodes[T0].isr
+    assert run.to(1, LeaderAndIsr)  # then told, as started, what it replicates
+    assert all(lai.broker_epoch == 99 for lai in run.to(1, LeaderAndIsr))
+
+
+def test_a_stale_version_is_decided_again_from_what_is_there():
+    """Issue 8: the old shell re-wrote its first decision on the fresh version; the core
+    decides again. Here someone else already moved T0's leadership to 3: with 1 dead,
+    nothing is left to change, and 3 keeps leading at the epoch it was given."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    zk.interfere[T0] = PartitionState(3, 5, (3, 2), 7, 1)
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert zk.nodes[T0] == PartitionState(3, 5, (3, 2), 7, 1)
+    assert ctrl.states[T0] == zk.nodes[T0]
+
+
+def test_alter_isr_writes_and_answers_the_new_partition_epoch():
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    request = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(request, "reply"))
+    (answer,) = run.answers
+    assert answer.reply_to == "reply"
+    assert answer.response == AlterIsrResponse(0, answer.response.partitions)
+    (r,) = answer.response.partitions
+    assert (r.error, r.isr, r.partition_epoch) == (0, (1, 2, 3), 1)
+    assert zk.nodes[T0].isr == (1, 2, 3)
+
+
+def test_alter_isr_on_a_moved_znode_answers_invalid_update_version_and_writes_nothing_more():
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    zk.interfere[T0] = PartitionState(1, 0, (1,), 1, 1)
+    request = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(request, "reply"))
+    (r,) = run.answers[0].response.partitions
+    assert r.error == ErrorCode.INVALID_UPDATE_VERSION and r.partition_epoch == 1
+    assert zk.writes == []
+
+
+def test_alter_isr_from_a_stale_broker_epoch_is_refused():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    request = AlterIsrRequest(1, 9, (AlterIsrProposal("t", 0, 1, 0, (1, 2), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(request, "r"))
+    assert run.answers[0].response == AlterIsrResponse(int(ErrorCode.STALE_BROKER_EPOCH))
+
+
+def test_controlled_shutdown_moves_leaders_and_drops_the_broker_from_isrs_at_new_epochs():
+    zk = Znodes()
+    topics = {"t": TOPIC, "solo": core.Topic({0: (1,)})}
+    states = {T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1),
+              ("solo", 0): PartitionState(1, 0, (1,), 0, 1)}
+    ctrl, _ = active(zk, states=states, topics=topics)
+    run = drive(ctrl, zk, core.ControlledShutdownRequested(1, 10, "r"))
+    assert zk.nodes[T0].leader == 2 and zk.nodes[T0].leader_epoch == 1
+    assert zk.nodes[T1] == PartitionState(2, 1, (2, 3), 1, 2)  # follower removal bumps the epoch
+    assert zk.nodes[("solo", 0)].version == 0  # RF 1 stops with its broker
+    assert run.answers[0].response == ControlledShutdownResponse(0, ())
+    assert ctrl.shutting_down == {1}
+    # the broker shutting down is not elected again, and may not rejoin an ISR
+    request = AlterIsrRequest(2, 20, (AlterIsrProposal("t", 1, 2, 1, (2, 3, 1), 1),))
+    (r,) = drive(ctrl, zk, core.AlterIsrRequested(request, "r2")).answers[0].response.partitions
+    assert r.error == ErrorCode.INVALID_REQUEST
+
+
+def test_controlled_shutdown_with_an_old_epoch_is_refused():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.ControlledShutdownRequested(1, 11, "r"))
+    assert run.answers[0].response == ControlledShutdownResponse(int(ErrorCode.STALE_BROKER_EPOCH))
+    assert zk.writes == []
+
+
+def test_preferred_election_moves_back_to_the_first_replica():
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(2, 3, (2, 1), 4, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    run = drive(ctrl, zk, core.PreferredElectionRequested(None, "r"))
+    assert run.answers[0].response == PreferredElectionResponse(0, (T0,))
+    assert zk.nodes[T0] == PartitionState(1, 4, (2, 1), 5, 2)
+
+
+def test_failover_fences_a_broker_that_restarted_unseen_before_telling_anyone():
+    """Simulator seed 1317: the init LeaderAndIsr must not name a bounced broker as the
+    leader of the epoch it held before it restarted."""
+    ctrl2 = core.Controller(2)
+    zk2 = Znodes()
+    zk2.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    run2 = drive(ctrl2, zk2, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+                                            dict(zk2.nodes), {T0: 5, T1: 5}))
+    init = [lai for lai in run2.to(1, LeaderAndIsr) if lai.init]
+    (t0,) = [p for p in init[0].partitions if p.topic_partition == T0]
+    assert t0.leader == 2 and t0.leader_epoch == 1
+    assert 1 not in zk2.nodes[T1].isr  # broker 1 (epoch 50) registered after the last write
+
+
+def test_topic_deletion_waits_for_stop_replica_answers_then_removes_the_znodes():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    ready = ctrl.handle(core.TopicsMarkedForDeletion(("t",)), 0)
+    stops = [s for s in ready.sends if isinstance(s.request, StopReplica)]
+    assert sorted(s.broker_id for s in stops) == [1, 2, 3] and all(s.request.delete for s in stops)
+    assert isinstance(ready.io, core.WaitForAnswers)
+    for s in stops:
+        ctrl.on_answer(core.BrokerAnswered(s.broker_id, s.request, 0))
+    assert ctrl.answered(ready.io.brokers)
+    ready = ctrl.resume(None, 1)
+    assert ready.io == core.DeleteTopic("t")
+    ready = ctrl.resume(None, 1)
+    assert ready.io is None
+    assert "t" not in ctrl.topics and not ctrl.states
+    assert all(um.deleted_topics == ("t",) for s in ready.sends for um in [s.request])
+
+
+def test_an_inactive_controller_refuses_with_not_controller():
+    ctrl = core.Controller(1)
+    ready = ctrl.handle(core.ControlledShutdownRequested(1, 10, "r"), 0)
+    assert ready.answers == [core.Answer("r", ControlledShutdownResponse(int(ErrorCode.NOT_CONTROLLER)))]
+
+
+def test_abort_answers_the_waiting_caller_once_and_resign_forgets_everything():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    ready = ctrl.handle(core.AlterIsrRequested(AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2), 0),)), "r"), 0)
+    assert isinstance(ready.io, core.WriteStates) and ctrl.busy
+    with pytest.raises(AssertionError):
+        ctrl.handle(core.BrokersChanged(brokers(1, 2, 3)), 0)  # one event at a time
+    assert ctrl.abort(ErrorCode.NOT_CONTROLLER).answers == [core.Answer("r", AlterIsrResponse(int(ErrorCode.NOT_CONTROLLER)))]
+    assert not ctrl.busy
+    ctrl.resign()
+    assert not ctrl.active and not ctrl.states and not ctrl.live

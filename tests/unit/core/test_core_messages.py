@@ -1,0 +1,66 @@
+"""Every controller <-> broker message survives its codec: from_wire(to_wire(m)) == m,
+also through msgpack (what the RPC carries), for any content (property test)."""
+
+from __future__ import annotations
+
+import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.core import messages as m
+from kafkalite.core.controller_sends import merged
+
+ids = st.integers(min_value=-1, max_value=2**31 - 1)
+small = st.integers(min_value=0, max_value=1000)
+names = st.text(min_size=1, max_size=20)
+brokers = st.lists(small, max_size=5).map(tuple)
+tps = st.tuples(names, small)
+configs = st.dictionaries(names, st.dictionaries(names, st.text(max_size=10), max_size=3), max_size=3)
+
+leaderships = st.builds(m.PartitionLeadership, names, small, ids, ids, brokers, ids, brokers)
+lai = st.builds(m.LeaderAndIsr, ids, ids, ids, st.lists(leaderships, max_size=4).map(tuple), st.booleans(),
+                st.dictionaries(small, st.tuples(names, small), max_size=3), configs)
+endpoints = st.builds(m.BrokerEndpoint, small, names, small, small, small, st.none() | names, ids)
+partition_metadata = st.builds(m.PartitionMetadata, names, small, ids, ids, brokers, brokers, brokers)
+um = st.builds(m.UpdateMetadata, ids, ids, ids, st.lists(endpoints, max_size=3).map(tuple),
+               st.lists(partition_metadata, max_size=4, unique_by=lambda p: (p.topic, p.partition)).map(tuple),
+               st.booleans(), st.lists(names, max_size=3).map(tuple), configs)
+stop = st.builds(m.StopReplica, ids, ids, ids, st.lists(tps, max_size=4).map(tuple), st.booleans())
+alter_isr = st.builds(m.AlterIsrRequest, ids, ids,
+                      st.lists(st.builds(m.AlterIsrProposal, names, small, ids, ids, brokers, ids), max_size=4).map(tuple))
+alter_isr_response = st.builds(m.AlterIsrResponse, small, st.lists(
+    st.builds(m.AlterIsrPartitionResult, names, small, small, ids, ids, brokers, ids), max_size=4).map(tuple))
+shutdown = st.builds(m.ControlledShutdownRequest, ids, ids)
+shutdown_response = st.builds(m.ControlledShutdownResponse, small, st.lists(tps, max_size=4).map(tuple))
+preferred = st.builds(m.PreferredElectionRequest, st.none() | st.lists(tps, max_size=4).map(tuple))
+preferred_response = st.builds(m.PreferredElectionResponse, small, st.lists(tps, max_size=4).map(tuple))
+
+every_message = (lai | um | stop | alter_isr | alter_isr_response | shutdown | shutdown_response | preferred
+                 | preferred_response)
+
+
+@settings(max_examples=400, deadline=None)
+@given(every_message)
+def test_every_message_round_trips_through_its_codec_and_msgpack(message):
+    wire = msgpack.unpackb(msgpack.packb(message.to_wire()), strict_map_key=False)
+    assert type(message).from_wire(wire) == message
+
+
+@settings(max_examples=200, deadline=None)
+@given(lai, lai)
+def test_merged_leader_and_isr_holds_the_latest_state_of_every_partition(a, b):
+    b = m.LeaderAndIsr(a.controller_id, a.controller_epoch, a.broker_epoch, b.partitions, False, b.live_leaders, b.topic_configs)
+    a = m.LeaderAndIsr(a.controller_id, a.controller_epoch, a.broker_epoch, a.partitions, False, a.live_leaders, a.topic_configs)
+    both = merged(a, b)
+    assert isinstance(both, m.LeaderAndIsr)
+    latest = {p.topic_partition: p for p in a.partitions + b.partitions}
+    assert {p.topic_partition: p for p in both.partitions} == latest
+
+
+def test_requests_for_different_registrations_or_init_never_merge():
+    a = m.LeaderAndIsr(1, 2, 10, ())
+    assert merged(a, m.LeaderAndIsr(1, 2, 11, ())) is None
+    assert merged(a, m.LeaderAndIsr(1, 2, 10, (), init=True)) is None
+    assert merged(a, m.StopReplica(1, 2, 10, (), True)) is None
+    full = m.UpdateMetadata(1, 2, 10, (), full=True)
+    assert merged(m.UpdateMetadata(1, 2, 10, ()), full) is None
