@@ -18,6 +18,7 @@ import struct
 from typing import Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.protocol.codec import (
     RequestHeader,
     decode_request,
@@ -102,11 +103,8 @@ class ClientListener(StreamServer):
     async def _handle(self, header: RequestHeader, body: dict) -> list | None:
         try:
             resp = await self.apis.handle(header, body)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a bug answers UNKNOWN_SERVER_ERROR, the broker lives
-            log.exception("handler of %s v%d failed", ApiKey(header.api_key).name, header.api_version)
-            return [error_response(header, body, int(ErrorCode.UNKNOWN_SERVER_ERROR))]
+        except OPERATING_ERRORS as e:
+            return [error_response(header, body, error_code_for(e))]
         if resp is None:
             if header.api_key == ApiKey.PRODUCE:
                 return None  # acks=0: no response at all
@@ -122,8 +120,8 @@ class ClientListener(StreamServer):
                 parts = await job
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("response failed")
+            except Exception:  # a programmer error (broker/errors.py): logged, the connection closed
+                log.exception("request handler failed; closing the connection")
                 writer.close()
                 return
             if parts:

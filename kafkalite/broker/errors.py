@@ -1,14 +1,19 @@
 """The one table that maps every layer's operating errors to Kafka wire codes (STYLE habit 7).
 
 The protocol layer's KafkaliteError subclasses carry their code; the storage engine's and the
-core's typed errors are mapped here. Anything else is a programmer error: it is logged with
-its traceback by the caller and answered as UNKNOWN_SERVER_ERROR.
+core's typed errors are mapped here. Handlers catch OPERATING_ERRORS only. Anything else
+(a failed assertion, an illegal state transition) is a programmer error: it is never
+mapped to a wire code; it propagates, is logged with its traceback, and the connection
+that carried the request is closed (issue 8).
 """
 
 from __future__ import annotations
 
+from kafkalite.core.codes import CoreError
 from kafkalite.log import errors as log_errors
 from kafkalite.protocol.errors import ErrorCode, KafkaliteError, error_from_code
+
+OPERATING_ERRORS: tuple[type[Exception], ...] = (KafkaliteError, CoreError, log_errors.LogError)
 
 _LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
     log_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
@@ -30,10 +35,6 @@ def error_code_for(exc: BaseException) -> int:
     if isinstance(code, int):
         return int(code)
     return int(ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-def is_operating_error(exc: BaseException) -> bool:
-    return error_code_for(exc) != ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def fail(code: int, message: str | None = None) -> KafkaliteError:

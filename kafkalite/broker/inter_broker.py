@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
-from kafkalite.broker.errors import error_code_for, is_operating_error
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,7 @@ class InterBrokerHandlers:
         except (KeyError, TypeError, ValueError) as e:
             log.warning("malformed %s from %s: %s", api, header.get("sender"), e)
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
-        except Exception as e:  # typed errors carry their code
-            if not is_operating_error(e):
-                log.exception("%s from %s failed", api, header.get("sender"))
+        except OPERATING_ERRORS as e:  # typed errors carry their code
             return {"error": error_code_for(e)}, b""
 
     # -- controller -> broker -------------------------------------------------------------

@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any
 
-from kafkalite.broker.errors import error_code_for, is_operating_error
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.placement import assign_replicas
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
@@ -306,9 +306,7 @@ class KafkaApis:
                 results[name] = (int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists")
             except ZkError as e:
                 results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
-            except Exception as e:  # typed placement errors carry a code
-                if not is_operating_error(e):
-                    log.exception("create topic %s failed", name)
+            except OPERATING_ERRORS as e:  # typed placement errors carry a code
                 results[name] = (error_code_for(e), str(e))
         deadline = time.monotonic() + timeout_ms / 1000
 

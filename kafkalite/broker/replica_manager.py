@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.broker.delayed import DelayedOperations
-from kafkalite.broker.errors import error_code_for, fail, is_operating_error
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core.purgatory import ProducePartitionStatus
@@ -135,9 +135,7 @@ class ReplicaManager:
                     elif st.leader < 0 and self.fetchers is not None:
                         self.fetchers.remove_partitions([tp])
                 results.append([topic, int(p), 0])
-            except Exception as e:  # mapped to a per-partition code
-                if not is_operating_error(e):
-                    log.exception("LeaderAndIsr for %s failed", tp)
+            except OPERATING_ERRORS as e:
                 results.append([topic, int(p), error_code_for(e)])
         if become_follower and self.fetchers is not None:
             self.fetchers.add_partitions([(part, st.leader, st.leader_epoch) for part, st in become_follower])
@@ -205,9 +203,7 @@ class ReplicaManager:
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
                     waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
-            except Exception as e:
-                if not is_operating_error(e):
-                    log.exception("append to %s failed", tp)
+            except OPERATING_ERRORS as e:
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
         if waiting:
             # The core's DelayedProduce fails a partition whose log no longer holds the
@@ -248,9 +244,7 @@ class ReplicaManager:
                 if alter is not None:
                     self.alter_isr_sink(alter)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
-        except Exception as e:
-            if not is_operating_error(e):
-                log.exception("read of %s failed", tp)
+        except OPERATING_ERRORS as e:
             out["error"] = error_code_for(e)
             if part is not None:
                 out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo)

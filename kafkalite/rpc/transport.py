@@ -63,9 +63,10 @@ class RpcServer(StreamServer):
                 resp, resp_payload = await self._handler(header, payload)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("rpc handler failed for %s from %s", header.get("api"), peer)
-                resp, resp_payload = {"error": -1}, b""
+            except Exception:  # a programmer error: logged, never answered as a wire code
+                log.exception("rpc handler failed for %s from %s; closing the connection", header.get("api"), peer)
+                writer.close()
+                return
             resp["correlation_id"] = cid
             async with lock:
                 if writer.is_closing():
