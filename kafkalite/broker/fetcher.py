@@ -18,13 +18,13 @@ from typing import Any
 
 from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.partition import Partition
-from kafkalite.core.truncation import follower_truncation_state
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.core.replica_manager import FetchErrorAction, after_fetch_error
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+AWAIT_LEADER_AND_ISR_S = 1.0  # our view or the leader's is stale: retry slowly until LeaderAndIsr
 
 
 @dataclasses.dataclass
@@ -141,29 +141,22 @@ class FetcherTask:
             self.manager.on_fetched(tp, max(leo - part.leo, 0))
 
     def _apply_truncation(self, s: FetchState, leader_answer: tuple[int, int]) -> None:
-        """KIP-101: truncate to where our log and the leader's can first differ."""
-        part = s.part
-        st = follower_truncation_state(part.log.leader_epoch_cache.epoch_entries(), part.leo, leader_answer, local_hw=part.hw)
-        part.truncate_to(st.truncate_to)
-        # An incomplete answer (we lacked the leader's epoch) asks again about an older one.
-        s.truncating = not st.completed
+        """KIP-101 (the core decides where); an incomplete answer (we lacked the leader's
+        epoch) asks again about an older one."""
+        s.truncating = not s.part.truncate_by_epoch(leader_answer)
 
     def _on_partition_error(self, tp: TP, s: FetchState, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
         part = s.part
-        if error == ErrorCode.OFFSET_OUT_OF_RANGE and leader_log_start >= 0:
-            if part.leo < leader_log_start:
+        match after_fetch_error(part, error, leader_log_start, leader_leo):
+            case FetchErrorAction.RESTART_AT_LEADER_LOG_START:
                 log.warning("%s: our LEO %d is below the leader's log start %d; restarting there", tp, part.leo, leader_log_start)
                 part.truncate_fully_and_start_at(leader_log_start)
-                return
-            if leader_leo >= 0 and part.leo > leader_leo:
-                # Should not happen with epoch-based truncation; re-run it rather than guess.
+            case FetchErrorAction.TRUNCATE_AGAIN:
                 s.truncating = True
-                return
-        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            # Our view (or the leader's) is out of date: wait for LeaderAndIsr, retry slowly.
-            s.delayed_until = time.monotonic() + 1.0
-            return
-        s.delayed_until = time.monotonic() + self.manager.settings["replica.fetch.backoff.ms"] / 1000
+            case FetchErrorAction.AWAIT_LEADER_AND_ISR:
+                s.delayed_until = time.monotonic() + AWAIT_LEADER_AND_ISR_S
+            case FetchErrorAction.BACK_OFF:
+                s.delayed_until = time.monotonic() + self.manager.settings["replica.fetch.backoff.ms"] / 1000
 
 
 class FetcherManager:

@@ -106,13 +106,9 @@ class InterBrokerHandlers:
     async def _OffsetsForLeaderEpoch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         out = []
         for t, p, current_epoch, requested_epoch in h["partitions"]:
-            part = self.rm.partitions.get((t, int(p)))
-            fenced = part.state.validate_leader_epoch(int(current_epoch)) if part is not None else ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if fenced:
-                out.append([t, p, int(fenced), -1, -1])
-            elif requested_epoch < 0:
-                out.append([t, p, 0, -1, -1])
-            else:
-                epoch, end = part.log.leader_epoch_cache.end_offset_for(int(requested_epoch), part.leo)
-                out.append([t, p, 0, epoch, end])
+            try:
+                answer = self.rm.core.offsets_for_leader_epoch((t, int(p)), int(current_epoch), int(requested_epoch))
+                out.append([t, p, 0, answer.epoch, answer.end_offset])
+            except OPERATING_ERRORS as e:
+                out.append([t, p, error_code_for(e), -1, -1])
         return {"error": 0, "partitions": out}, b""

@@ -1,10 +1,11 @@
 """Replica manager: every partition replica on this broker, and the requests that touch them.
 
-Role changes come only from the controller (LeaderAndIsr, StopReplica). Produce appends on
-the leader and, for acks=all, parks in the produce purgatory until the HW passes the batch.
-Followers fetch through kafkalite.broker.fetcher; the leader side of that fetch updates the
-follower's LEO in the core state machine, which moves the HW and proposes ISR expansions.
-ISR changes leave this broker only as AlterIsr to the controller (KIP-497), batched.
+The decisions are the core's (kafkalite.core.replica_manager, run by the simulator too):
+role changes from the controller's LeaderAndIsr and StopReplica, the leader's side of
+follower fetches, whether a produce may append, AlterIsr proposals (KIP-497, one in flight
+per partition). This driver opens and deletes logs, starts and stops fetchers
+(kafkalite.broker.fetcher), reads and appends bytes, and parks acks=all produces in the
+purgatory until the HW passes the batch.
 
 Runs on the event loop thread. Methods that read state and act on it never await in
 between (STYLE habit 3).
@@ -14,16 +15,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
+from kafkalite.core import replica_manager as core_rm
+from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import ProducePartitionStatus
-from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
-from kafkalite.core.truncation import diverging_epoch_check
+from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
@@ -44,40 +46,59 @@ def log_config_for(base: LogConfig, topic_config: dict[str, str]) -> LogConfig:
 
 
 class ReplicaManager:
+    """The asyncio driver of the core replica manager: opens and deletes logs, starts and
+    stops fetchers, wakes waiters, and reads and appends the bytes the core allows."""
+
     def __init__(self, broker_id: int, logs: LogManager, log_config: LogConfig, settings: dict[str, Any], metrics: Any):
         self.broker_id = broker_id
         self.logs = logs
         self.log_config = log_config
         self.settings = settings
         self.metrics = metrics
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self.controller_epoch = 0
-        self.broker_epoch = -1
-        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.core = core_rm.ReplicaManager(broker_id, self._open_replica)
+        self.partitions: dict[tuple[str, int], Partition] = self.core.replicas  # type: ignore[assignment]
+        self.topic_configs = self.core.topic_configs
         self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
         self.fetchers: Any = None  # set by the broker: kafkalite.broker.fetcher.FetcherManager
-        self.alter_isr_sink: Callable[[AlterIsrItem], None] = lambda item: None
+        self.alter_isr_due: Callable[[], None] = lambda: None  # set by the broker: wakes its AlterIsr sender
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
-        self.last_init_controller_epoch = -1  # visible in /state: seed D's init LeaderAndIsr arrived
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.core.broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, epoch: int) -> None:
+        self.core.broker_epoch = epoch
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.core.controller_epoch
+
+    @property
+    def last_init_controller_epoch(self) -> int:
+        return self.core.last_init_controller_epoch
 
     # -- start-up -----------------------------------------------------------------------
     def load_local_partitions(self) -> None:
         """Open every local log as a replica with no role yet; the controller assigns roles."""
         self._hw_checkpoint = self.logs.read_hw_checkpoint()
         for (topic, p), plog in self.logs.logs().items():
-            self._add_partition(topic, p, plog)
+            self.core.add(self._partition(topic, p, plog))
 
-    def _add_partition(self, topic: str, p: int, plog: Any) -> Partition:
+    def _partition(self, topic: str, p: int, plog: Any) -> Partition:
         part = Partition(topic, p, self.broker_id, plog, self._hw_checkpoint.get((topic, p), 0))
         part.listeners.append(self._on_partition_changed)
-        self.partitions[(topic, p)] = part
         return part
+
+    def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str]) -> Partition:
+        cfg = log_config_for(self.log_config, dict(topic_config))
+        return self._partition(tp[0], tp[1], self.logs.get_or_create(tp[0], tp[1], cfg))
 
     def delete_unassigned(self, assigned: set[tuple[str, int]]) -> list[tuple[str, int]]:
         """Seed section E: local partitions no longer assigned to this broker are deleted."""
         gone = [tp for tp in self.partitions if tp not in assigned]
-        for tp in gone:
-            self._remove_partition(tp, delete=True)
+        self._carry_out(self.core.remove_replicas(gone, delete=True))
         return gone
 
     def _on_partition_changed(self, part: Partition) -> None:
@@ -89,93 +110,40 @@ class ReplicaManager:
 
     # -- controller requests ------------------------------------------------------------
     def check_controller(self, controller_epoch: int, broker_epoch: int | None) -> None:
-        if controller_epoch < self.controller_epoch:
-            raise fail(ErrorCode.STALE_CONTROLLER_EPOCH, f"controller epoch {controller_epoch} < {self.controller_epoch}")
-        # KIP-380: only an epoch older than ours is stale. A newer one is our own new
-        # registration, which the controller can see before our register call returns.
-        if broker_epoch is not None and broker_epoch != -1 and broker_epoch < self.broker_epoch:
-            raise fail(ErrorCode.STALE_BROKER_EPOCH, f"broker epoch {broker_epoch} is older than ours ({self.broker_epoch})")
-        self.controller_epoch = controller_epoch
+        self.core.check_controller(controller_epoch, -1 if broker_epoch is None else int(broker_epoch))
 
     def handle_leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Seed section C; ordered by leader epoch per partition, idempotent."""
-        self.check_controller(int(body["controller_epoch"]), body.get("broker_epoch"))
         started = time.monotonic()
-        for topic, cfg in (body.get("topic_configs") or {}).items():
-            self.topic_configs[topic] = dict(cfg)
-        t = monotonic_ms()
-        results = []
-        listed: set[tuple[str, int]] = set()
-        become_follower: list[tuple[Partition, LeaderAndIsrState]] = []
-        for wire in body["partitions"]:
-            topic, p, leader, leader_epoch, isr, partition_epoch, replicas = wire[:7]
-            tp = (topic, int(p))
-            listed.add(tp)
-            st = LeaderAndIsrState(
-                leader=int(leader), leader_epoch=int(leader_epoch), isr=tuple(isr),
-                partition_epoch=int(partition_epoch), replicas=tuple(replicas),
-                controller_epoch=int(body["controller_epoch"]),
-            )
-            try:
-                part = self.partitions.get(tp)
-                if part is None:
-                    cfg = log_config_for(self.log_config, self.topic_configs.get(topic, {}))
-                    part = self._add_partition(topic, int(p), self.logs.get_or_create(topic, int(p), cfg))
-                if st.leader_epoch < part.leader_epoch:
-                    raise fail(ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {st.leader_epoch} < {part.leader_epoch}")
-                if st.leader == self.broker_id:
-                    if self.fetchers is not None:
-                        self.fetchers.remove_partitions([tp])
-                    part.make_leader(st, t)
-                else:
-                    old_leader, old_epoch = part.state.leader_id, part.leader_epoch
-                    part.make_follower(st, t)
-                    if st.leader >= 0 and (old_leader != st.leader or old_epoch != st.leader_epoch or not self._fetching(tp)):
-                        become_follower.append((part, st))
-                    elif st.leader < 0 and self.fetchers is not None:
-                        self.fetchers.remove_partitions([tp])
-                results.append([topic, int(p), 0])
-            except OPERATING_ERRORS as e:
-                results.append([topic, int(p), error_code_for(e)])
-        if become_follower and self.fetchers is not None:
-            self.fetchers.add_partitions([(part, st.leader, st.leader_epoch) for part, st in become_follower])
-        if body.get("init"):
-            self.last_init_controller_epoch = int(body["controller_epoch"])
-            for tp in [tp for tp in self.partitions if tp not in listed]:
-                log.info("controller failover: %s not in the init LeaderAndIsr, deleting", tp)
-                self._remove_partition(tp, delete=True)
-        self.metrics.partitions_changed(self)
+        changes = self.core.on_leader_and_isr(LeaderAndIsr.from_wire(body), monotonic_ms())
+        self._carry_out(changes)
         took_ms = (time.monotonic() - started) * 1000
         if took_ms > 100:
-            log.info("LeaderAndIsr for %d partitions applied in %.0f ms", len(results), took_ms)
-        return {"error": 0, "partitions": results}
-
-    def _fetching(self, tp: tuple[str, int]) -> bool:
-        return self.fetchers is not None and self.fetchers.has_partition(tp)
+            log.info("LeaderAndIsr for %d partitions applied in %.0f ms", len(changes.codes), took_ms)
+        return {"error": 0, "partitions": [[t, p, code] for (t, p), code in changes.codes]}
 
     def handle_stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.check_controller(int(body["controller_epoch"]), body.get("broker_epoch"))
-        delete = bool(body.get("delete"))
-        results = []
-        for topic, p in body["partitions"]:
-            self._remove_partition((topic, int(p)), delete=delete)
-            if delete:
-                self.topic_configs.pop(topic, None)
-            results.append([topic, int(p), 0])
-        self.metrics.partitions_changed(self)
-        return {"error": 0, "partitions": results}
+        changes = self.core.on_stop_replica(StopReplica.from_wire(body))
+        self._carry_out(changes)
+        return {"error": 0, "partitions": [[t, p, code] for (t, p), code in changes.codes]}
 
-    def _remove_partition(self, tp: tuple[str, int], *, delete: bool) -> None:
+    def _carry_out(self, changes: core_rm.RoleChanges) -> None:
+        """Execute what the core decided: fetchers first stop, then start; replicas that
+        went lose their waiters and, when deleted, their logs."""
         if self.fetchers is not None:
-            self.fetchers.remove_partitions([tp])
-        part = self.partitions.pop(tp, None)
-        if part is not None:
-            part.listeners.clear()
+            self.fetchers.remove_partitions(changes.stop_fetching + changes.removed)
+            if changes.fetch:
+                self.fetchers.add_partitions([(self.partitions[tp], leader, epoch) for tp, (leader, epoch) in changes.fetch.items()])
+        for tp in changes.removed:
             self.delayed.wake(tp)  # waiting produces and fetches learn it is gone
-        if delete:
-            self._hw_checkpoint.pop(tp, None)
-            if self.logs.get(*tp) is not None:
-                self.logs.delete_log(*tp)
+            if changes.delete:
+                log.info("deleting the local replica of %s-%d", *tp)
+                self._hw_checkpoint.pop(tp, None)
+                if self.logs.get(*tp) is not None:
+                    self.logs.delete_log(*tp)
+        for tp in changes.touched:
+            self.delayed.wake(tp)
+        if changes.codes or changes.removed:
+            self.metrics.partitions_changed(self)
 
     # -- produce ------------------------------------------------------------------------
     async def append_records(self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -185,14 +153,12 @@ class ReplicaManager:
         waiting: dict[tuple[str, int], ProducePartitionStatus] = {}
         for topic, p, records in entries:
             tp = (topic, p)
-            part = self.partitions.get(tp)
             try:
-                if part is None:
-                    raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp not in self._known_partitions() else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                part = self.core.check_append(tp, acks, self.min_isr(topic))
                 max_bytes = int(self.topic_configs.get(topic, {}).get("max.message.bytes", self.settings["message.max.bytes"]))
                 if records is None or len(records) > max_bytes:
                     raise fail(ErrorCode.MESSAGE_TOO_LARGE if records else ErrorCode.CORRUPT_MESSAGE)
-                result, dup = part.append_as_leader(records, min_isr=self.min_isr(topic), acks=acks, now_ms=t)
+                result, dup = part.append_as_leader(records, now_ms=t)
                 if dup is not None:
                     first, last = dup
                     results[tp] = {"error": 0, "base_offset": first, "log_start_offset": part.log_start_offset}
@@ -214,9 +180,6 @@ class ReplicaManager:
                     results[tp]["error"] = code
         return results
 
-    def _known_partitions(self) -> set[tuple[str, int]]:
-        return set(self.partitions)
-
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
@@ -226,23 +189,21 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         out: dict[str, Any] = {"error": 0, "hw": -1, "log_start": -1, "leo": -1, "records": b""}
         try:
-            if part is None:
-                raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if replica_id < 0 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            fenced = part.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
-            if fenced:
-                raise fail(int(fenced), f"{tp}: leader epoch {current_leader_epoch} here at {part.leader_epoch}")
             if replica_id >= 0:
-                diverging = diverging_epoch_check(part.log.leader_epoch_cache.epoch_entries(), part.leo, fetch_offset, last_fetched_epoch)
-                if diverging is not None:
-                    out.update(error=0, diverging_epoch=diverging.epoch, diverging_end_offset=diverging.end_offset, hw=part.hw,
-                               log_start=part.log_start_offset, leo=part.leo)
+                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms())
+                assert part is not None
+                if decision.diverging is not None:
+                    out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
+                               hw=part.hw, log_start=part.log_start_offset, leo=part.leo)
                     return out
-            upper = part.leo if replica_id >= 0 else part.hw
-            records = part.read(fetch_offset, max_bytes, upper=upper, min_one=min_one)
-            if replica_id >= 0:
-                _, alter = part.on_follower_fetch(replica_id, fetch_offset, monotonic_ms())
-                if alter is not None:
-                    self.alter_isr_sink(alter)
+                records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
+                if decision.hw_changed:
+                    part.notify()
+                if self.core.alter_isr_pending:
+                    self.alter_isr_due()
+            else:
+                part = self.core.consumer_fetch(tp, current_leader_epoch)
+                records = part.read(fetch_offset, max_bytes, upper=part.hw, min_one=min_one)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
         except OPERATING_ERRORS as e:
             out["error"] = error_code_for(e)
@@ -287,31 +248,25 @@ class ReplicaManager:
         return result
 
     # -- periodic work ------------------------------------------------------------------
-    def maybe_shrink_isr(self) -> list[AlterIsrItem]:
-        t = monotonic_ms()
-        lag_max = self.settings["replica.lag.time.max.ms"]
-        items = []
-        for part in self.partitions.values():
-            item = part.maybe_shrink_isr(t, lag_max)
-            if item is not None:
-                items.append(item)
-        return items
+    def maybe_shrink_isr(self) -> None:
+        self.core.maybe_shrink_isrs(monotonic_ms(), self.settings["replica.lag.time.max.ms"])
+        if self.core.alter_isr_pending:
+            self.alter_isr_due()
 
     def hw_checkpoint_snapshot(self) -> dict[tuple[str, int], int]:
         for tp, part in self.partitions.items():
             self._hw_checkpoint[tp] = part.hw
         return dict(self._hw_checkpoint)
 
-    def on_alter_isr_response(self, item: AlterIsrItem, error_code: int, new_state: LeaderAndIsrState | None) -> bool:
-        """Apply the controller's answer; returns True if the item should be retried."""
-        part = self.partitions.get((item.topic, item.partition))
-        if part is None:
-            return False
-        part.state.on_alter_isr_response(error_code, new_state, sent=item)
-        if error_code == 0:
-            part.maybe_increment_hw()
-            self.delayed.wake(part.tp)
-        return part.state.retry_alter_isr is not None
+    def on_alter_isr_answer(self, items: list[AlterIsrItem], response: AlterIsrResponse | None) -> None:
+        """Apply the controller's answer (None: it did not answer); retries become due."""
+        before = {(i.topic, i.partition): len(p.state.isr) for i in items if (p := self.partitions.get((i.topic, i.partition)))}
+        for tp in self.core.on_alter_isr_answer(items, response):
+            self.delayed.wake(tp)
+        for tp, size in before.items():
+            part = self.partitions.get(tp)
+            if part is not None and len(part.state.isr) != size:
+                self.metrics.isr_change(len(part.state.isr) - size)
 
     def state_summary(self) -> dict[str, Any]:
         out = {}

@@ -36,7 +36,8 @@ from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig
-from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState
+from kafkalite.core.messages import AlterIsrResponse
+from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
@@ -88,9 +89,7 @@ class Broker:
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics)
         self.replica_manager.fetchers = self.fetchers
-        self.replica_manager.alter_isr_sink = self.enqueue_alter_isr
-        self._alter_isr_pending: dict[tuple[str, int], AlterIsrItem] = {}
-        self._alter_isr_in_flight: set[tuple[str, int]] = set()
+        self.replica_manager.alter_isr_due = self._alter_isr_due
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
@@ -288,73 +287,44 @@ class Broker:
             client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id)
         return client
 
-    # -- AlterIsr (KIP-497): batched, one change in flight per partition ------------------
-    def enqueue_alter_isr(self, item: AlterIsrItem) -> None:
-        tp = (item.topic, item.partition)
-        if tp in self._alter_isr_in_flight:
-            return
-        self._alter_isr_pending[tp] = item
-        assert self._alter_isr_wakeup is not None
-        self._alter_isr_wakeup.set()
+    # -- AlterIsr (KIP-497): the core's proposals, batched, one in flight per partition ---
+    def _alter_isr_due(self) -> None:
+        if self._alter_isr_wakeup is not None:
+            self._alter_isr_wakeup.set()
 
     async def _alter_isr_loop(self) -> None:
         assert self._alter_isr_wakeup is not None
+        core = self.replica_manager.core
         while True:
             await self._alter_isr_wakeup.wait()
             self._alter_isr_wakeup.clear()
             await asyncio.sleep(ALTER_ISR_LINGER_S)
-            batch, self._alter_isr_pending = self._alter_isr_pending, {}
-            if not batch:
+            items = core.alter_isr_to_send()
+            if not items:
                 continue
-            self._alter_isr_in_flight |= set(batch)
-            try:
-                retry = await self._send_alter_isr(batch)
-            except Exception:
-                log.exception("AlterIsr send failed")
-                retry = list(batch.values())
-            finally:
-                self._alter_isr_in_flight -= set(batch)
-            if retry:
+            self.replica_manager.on_alter_isr_answer(items, await self._send_alter_isr(items))
+            if core.alter_isr_pending:  # retries (and proposals made meanwhile) after a pause
                 await asyncio.sleep(ALTER_ISR_RETRY_BACKOFF_S)
-                for item in retry:
-                    self._alter_isr_pending.setdefault((item.topic, item.partition), item)
                 self._alter_isr_wakeup.set()
 
-    async def _send_alter_isr(self, batch: dict[tuple[str, int], AlterIsrItem]) -> list[AlterIsrItem]:
+    async def _send_alter_isr(self, items: list[AlterIsrItem]) -> AlterIsrResponse | None:
+        """The controller's answer, or None when there is none (no controller known, or
+        the call failed): the core then keeps the proposals and retries them."""
         controller_id = self.metadata_cache.controller_id
         client = self.peer_client(controller_id) if controller_id >= 0 else None
         if client is None:
-            return list(batch.values())
-        body = {
-            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
-            "partitions": [[i.topic, i.partition, i.leader_id, i.leader_epoch, list(i.new_isr), i.partition_epoch] for i in batch.values()],
-        }
+            return None
+        request = self.replica_manager.core.alter_isr_request(items)
         self.metrics.alter_isr_sent.inc()
         try:
-            header, _ = await client.call("AlterIsr", body, timeout_ms=self.settings["request.timeout.ms"])
+            header, _ = await client.call("AlterIsr", request.to_wire(), timeout_ms=self.settings["request.timeout.ms"])
         except RpcError as e:
             log.info("AlterIsr to controller %d failed: %s", controller_id, e)
-            return list(batch.values())
-        if header.get("error", 0) != 0:
-            log.info("AlterIsr refused by %d: error %s", controller_id, header["error"])
-            # NOT_CONTROLLER / STALE_BROKER_EPOCH: keep the pending change and retry.
-            return [i for i in batch.values() if self.replica_manager.on_alter_isr_response(i, int(header["error"]), None)]
-        retry = []
-        for topic, p, error, leader, leader_epoch, isr, partition_epoch in header.get("partitions", []):
-            item = batch.get((topic, int(p)))
-            if item is None:
-                continue
-            part = self.replica_manager.partitions.get((topic, int(p)))
-            new_state = None
-            if error == 0 and part is not None:
-                new_state = LeaderAndIsrState(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=partition_epoch,
-                                              replicas=part.state.replicas, controller_epoch=self.metadata_cache.controller_epoch)
-            old_size = len(part.state.isr) if part is not None else 0
-            if self.replica_manager.on_alter_isr_response(item, int(error), new_state):
-                retry.append(item)
-            if error == 0 and part is not None and len(part.state.isr) != old_size:
-                self.metrics.isr_change(len(part.state.isr) - old_size)
-        return retry
+            return None
+        response = AlterIsrResponse.from_wire(header)
+        if response.error != 0:
+            log.info("AlterIsr refused by %d: error %s", controller_id, response.error)
+        return response
 
     # -- producer ids -------------------------------------------------------------------
     async def next_producer_id(self) -> int:
@@ -381,8 +351,7 @@ class Broker:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _shrink_isr(self) -> None:
-        for item in self.replica_manager.maybe_shrink_isr():
-            self.enqueue_alter_isr(item)
+        self.replica_manager.maybe_shrink_isr()
 
     async def _checkpoint_hw(self) -> None:
         """HWs (the seed's HW checkpoint thread) and recovery points, snapshotted here and

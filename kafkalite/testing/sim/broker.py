@@ -1,42 +1,32 @@
-"""A simulated broker: the replica manager, fetchers, produce purgatory and ZooKeeper
-client of kafkalite.broker, synchronous, over the simulated network, disk and ZooKeeper.
+"""A simulated broker: the simulator's driver of the core replica manager
+(kafkalite.core.replica_manager), the same object the real broker runs, over the simulated
+network, disk and ZooKeeper.
 
-It drives the REAL core: `PartitionReplicaState` (HW, ISR, AlterIsr phases),
-`kafkalite.core.truncation` (leader-epoch cache, OffsetsForLeaderEpoch, DIVERGING_EPOCH),
-`kafkalite.core.purgatory` (DelayedProduce). Request handling mirrors
-kafkalite/broker/replica_manager.py, fetcher.py and inter_broker.py; where it differs the
-comment says why.
-
-A log is a list of (leader epoch, payload id) per offset: one record per batch, log
-start 0 (no retention).
+What is the simulator's own: the disk model (a log is a list of (leader epoch, payload id),
+one record per batch, log start 0, a flushed prefix that survives a crash), the transport
+(a fetch per followed partition, one in flight), the ZooKeeper session and registration, and
+the produce purgatory's clock. Every decision (LeaderAndIsr, StopReplica, the leader's side
+of a follower fetch, where a follower truncates, what follows a fetch error, whether a
+produce may append, AlterIsr proposals and answers) is the core's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import controller as core_controller
 from kafkalite.core.codes import CoreError, ErrorCode
 from kafkalite.core.messages import (
-    AlterIsrProposal,
-    AlterIsrRequest,
     AlterIsrResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsr,
 )
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
-from kafkalite.core.replica_state import AlterIsrItem, LeaderAndIsrState, PartitionReplicaState
-from kafkalite.core.truncation import (
-    assign_epoch,
-    diverging_epoch_check,
-    end_offset_for_epoch,
-    follower_truncation_state,
-    latest_epoch,
-    truncate_epochs_from_end,
-)
+from kafkalite.core.replica_manager import FetchErrorAction, Replica, ReplicaManager, RoleChanges, after_fetch_error
+from kafkalite.core.truncation import assign_epoch, latest_epoch, truncate_epochs_from_end
 from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.world import ZK, Message
 
@@ -58,6 +48,26 @@ class DiskReplica:
     epochs: list[tuple[int, int]] = field(default_factory=list)
     hw_checkpoint: int = 0
 
+    # the core's ReplicaLog port
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.log)
+
+    @property
+    def log_start_offset(self) -> int:
+        return 0
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self.epochs
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        assign_epoch(self.epochs, epoch, start_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        del self.log[offset:]
+        self.flushed = min(self.flushed, offset)
+        truncate_epochs_from_end(self.epochs, offset)
+
 
 @dataclass(eq=False)
 class FetchState:
@@ -67,42 +77,15 @@ class FetchState:
     inflight: bool = False
 
 
-class SimReplica:
-    """kafkalite.broker.partition.Partition over a DiskReplica."""
-
+class SimReplica(Replica):
     def __init__(self, tp: TP, broker_id: int, disk: DiskReplica) -> None:
-        self.tp = tp
+        super().__init__(tp[0], tp[1], broker_id, disk, disk.hw_checkpoint)
         self.disk = disk
-        self.state = PartitionReplicaState(tp[0], tp[1], broker_id)
-        self.initial_hw = min(disk.hw_checkpoint, len(disk.log))
         self.fetch: FetchState | None = None
 
     @property
     def log(self) -> list[tuple[int, int]]:
         return self.disk.log
-
-    @property
-    def epochs(self) -> list[tuple[int, int]]:
-        return self.disk.epochs
-
-    @property
-    def leo(self) -> int:
-        return len(self.disk.log)
-
-    # kafkalite.core.purgatory.PartitionLookup
-    @property
-    def is_leader(self) -> bool:
-        return self.state.is_leader
-
-    def epoch_at(self, offset: int) -> int:
-        return self.disk.log[offset][0] if 0 <= offset < len(self.disk.log) else -1
-
-    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int):
-        return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
-
-    @property
-    def hw(self) -> int:
-        return max(self.state.hw, self.initial_hw)
 
 
 class SimBroker:
@@ -120,26 +103,31 @@ class SimBroker:
     # ------------------------------------------------------------ lifecycle
 
     def _reset_volatile(self) -> None:
-        self.replicas: dict[TP, SimReplica] = {}
+        self.rm = ReplicaManager(self.id, self._open_replica)
+        self.replicas: dict[TP, SimReplica] = self.rm.replicas  # type: ignore[assignment]
         self.sid: int | None = None
-        self.broker_epoch = -1
-        self.controller_epoch_seen = 0
         self.controller: SimControllerDriver | None = None
         self.purgatory: Purgatory[int] = Purgatory()
         self.produce_ops: dict[int, tuple[DelayedProduce, Message, int, int, int]] = {}
-        self.pending_rpcs: dict[int, Callable[[dict[str, Any] | None], None]] = {}
-        self.alter_isr_inflight: set[TP] = set()
+        self.pending_rpcs: dict[int, Callable[[Any], None]] = {}
         self.shutdown_attempts = 0  # > 0 while a controlled shutdown is under way
         self._shutdown_inflight = False
         self.deferred = []
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.rm.broker_epoch
+
+    def _open_replica(self, tp: TP, _config: Mapping[str, str]) -> SimReplica:
+        return SimReplica(tp, self.id, self.disk.setdefault(tp, DiskReplica()))
 
     def start(self) -> None:
         """Start (or restart after a crash): recover logs, open a ZK session, tick."""
         self.running = True
         self.paused = False
         self._reset_volatile()
-        for tp, disk in sorted(self.disk.items()):
-            self.replicas[tp] = SimReplica(tp, self.id, disk)
+        for tp in sorted(self.disk):
+            self.rm.add(self._open_replica(tp, {}))
         self.sim.node_after(self.id, 0, "tick", self.tick)
 
     def crash(self) -> None:
@@ -172,22 +160,18 @@ class SimBroker:
     def zk_reachable(self) -> bool:
         return not self.sim.network.partitioned(self.id, ZK)
 
-    def rpc(
-        self, dst: int, kind: str, body: dict[str, Any],
-        on_response: Callable[[dict[str, Any] | None], None], *, idempotent: bool = False,
-    ) -> None:
+    def rpc(self, dst: int, kind: str, body: Any, on_response: Callable[[Any], None], *, idempotent: bool = False) -> None:
         rpc_id = self.sim.next_id()
         self.pending_rpcs[rpc_id] = on_response
         self.sim.network.send(Message(self.id, dst, kind, body, rpc_id), idempotent=idempotent)
-        self.sim.node_after(self.id, self.cfg.request_timeout_ms, f"timeout {kind}",
-                            lambda: self._rpc_timeout(rpc_id))
+        self.sim.node_after(self.id, self.cfg.request_timeout_ms, f"timeout {kind}", lambda: self._rpc_timeout(rpc_id))
 
     def _rpc_timeout(self, rpc_id: int) -> None:
         callback = self.pending_rpcs.pop(rpc_id, None)
         if callback is not None:
             callback(None)
 
-    def respond(self, request: Message, body: dict[str, Any]) -> None:
+    def respond(self, request: Message, body: Any) -> None:
         self.sim.network.send(Message(self.id, request.src, request.kind, body, request.rpc_id, True))
 
     def on_message(self, msg: Message) -> None:
@@ -200,29 +184,18 @@ class SimBroker:
         if answer is not None:
             self.respond(msg, answer)
 
-    def replica(self, tp: TP) -> SimReplica:
-        rep = self.replicas.get(tp)
-        if rep is None:
-            disk = self.disk.setdefault(tp, DiskReplica())
-            rep = self.replicas[tp] = SimReplica(tp, self.id, disk)
-        return rep
-
     # ------------------------------------------------------------ tick
 
     def tick(self) -> None:
         self._zk_housekeeping()
-        for tp, rep in sorted(self.replicas.items()):
+        for rep in self.replicas.values():
             self._disk_housekeeping(rep)
-            if rep.state.is_leader:
-                item = rep.state.maybe_shrink_isr(self.now, self.cfg.replica_lag_time_max_ms, rep.leo)
-                if item is not None:
-                    self.sim.trace_note(f"b{self.id} {tp} propose shrink ISR {item.new_isr}")
-                if rep.state.pending_alter_isr_item() is not None and tp not in self.alter_isr_inflight:
-                    self._send_alter_isr(rep.state.pending_alter_isr_item())
+        self.rm.maybe_shrink_isrs(self.now, self.cfg.replica_lag_time_max_ms)
+        self._send_alter_isr()
+        for tp in sorted(self.replicas):
             self._maybe_fetch(tp)
         for op_id in self.purgatory.poll(self.now):
-            op = self.produce_ops[op_id][0]
-            op.on_expiration()
+            self.produce_ops[op_id][0].on_expiration()
             self._finish_produce(op_id)
         if self.controller is not None:
             self.controller.tick()
@@ -241,14 +214,14 @@ class SimBroker:
             if self.controller is not None:
                 self.controller.resign("session expired")
             self.sid = zk.open_session(self.id, self.now)
-            self.broker_epoch = -1
-        if self.broker_epoch < 0:
+            self.rm.broker_epoch = -1
+        if self.rm.broker_epoch < 0:
             try:
                 node = zk.create(zkm.broker_path(self.id), {"id": self.id}, ephemeral_sid=self.sid)
             except zkm.NodeExistsError:
                 return  # the previous incarnation's session has not expired yet
-            self.broker_epoch = node.czxid
-            self.sim.trace_note(f"b{self.id} registered with broker epoch {self.broker_epoch}")
+            self.rm.broker_epoch = node.czxid
+            self.sim.trace_note(f"b{self.id} registered with broker epoch {self.rm.broker_epoch}")
         if self.controller is not None and zk.controller_id() != self.id:
             self.controller.resign("/controller moved")
         if zk.get(zkm.CONTROLLER) is None and self.shutdown_attempts == 0:
@@ -265,63 +238,37 @@ class SimBroker:
             rep.disk.flushed = rep.leo
         rep.disk.hw_checkpoint = min(rep.hw, rep.disk.flushed)
 
-    # ------------------------------------------------------------ LeaderAndIsr
+    # ------------------------------------------------------------ controller requests
 
     def handle_LeaderAndIsr(self, msg: Message) -> dict[str, Any]:
         body: LeaderAndIsr = msg.body
-        if body.controller_epoch < self.controller_epoch_seen:
-            return {"error": int(E.STALE_CONTROLLER_EPOCH)}
-        if body.broker_epoch != self.broker_epoch:
-            return {"error": int(E.STALE_BROKER_EPOCH)}
-        self.controller_epoch_seen = body.controller_epoch
-        results = []
-        for p in body.partitions:
-            tp, partition_epoch = p.topic_partition, p.partition_epoch
-            state = LeaderAndIsrState(
-                leader=p.leader, leader_epoch=p.leader_epoch, isr=p.isr,
-                partition_epoch=p.partition_epoch, replicas=p.replicas,
-                controller_epoch=body.controller_epoch,
-            )
-            rep = self.replica(tp)
-            try:
-                if state.leader_epoch < rep.state.leader_epoch:
-                    results.append((tp, partition_epoch, int(E.FENCED_LEADER_EPOCH)))
-                    continue
-                if state.leader == self.id:
-                    self._make_leader(rep, state)
-                else:
-                    self._make_follower(rep, state)
-                results.append((tp, partition_epoch, 0))
-            except CoreError as error:
-                results.append((tp, partition_epoch, int(error.code)))
-        return {"error": 0, "partitions": results}
+        try:
+            changes = self.rm.on_leader_and_isr(body, self.now)
+        except CoreError as error:
+            return {"error": int(error.code)}
+        self._carry_out(changes)
+        return {"error": 0, "partitions": changes.codes}
 
-    def _make_leader(self, rep: SimReplica, state: LeaderAndIsrState) -> None:
-        new_epoch = state.leader_epoch > rep.state.leader_epoch or not rep.state.is_leader
-        rep.state.become_leader(state, rep.leo, min(rep.hw, rep.leo), self.now, 0)
-        rep.fetch = None
-        if new_epoch:
-            assign_epoch(rep.epochs, state.leader_epoch, rep.leo)
-            self.sim.trace_note(f"b{self.id} leads {rep.tp} epoch {state.leader_epoch} at LEO {rep.leo} HW {rep.hw}")
-            self.sim.checker.on_become_leader(self, rep, state.leader_epoch)
-        self._hw_moved(rep.tp)
-
-    def _make_follower(self, rep: SimReplica, state: LeaderAndIsrState) -> None:
-        old_leader, old_epoch = rep.state.leader_id, rep.state.leader_epoch
-        rep.state.become_follower(state, self.now)
-        self._hw_moved(rep.tp)  # fails any acks=all waiting here: NOT_LEADER_OR_FOLLOWER
-        self.alter_isr_inflight.discard(rep.tp)
-        if state.leader >= 0 and (old_leader != state.leader or old_epoch != state.leader_epoch or rep.fetch is None):
-            rep.fetch = FetchState(state.leader, state.leader_epoch)
+    def _carry_out(self, changes: RoleChanges) -> None:
+        for tp in changes.stop_fetching:
+            if tp in self.replicas:
+                self.replicas[tp].fetch = None
+        for tp, epoch in changes.new_leaderships:
+            rep = self.replicas[tp]
+            self.sim.trace_note(f"b{self.id} leads {tp} epoch {epoch} at LEO {rep.leo} HW {rep.hw}")
+            self.sim.checker.on_become_leader(self, rep, epoch)
+        for tp, (leader, epoch) in changes.fetch.items():
+            rep = self.replicas[tp]
+            rep.fetch = FetchState(leader, epoch)
             if self.cfg.bug_truncate_to_hw:
                 # The seed's becomeFollower: "truncate the log to r.hw" (what KIP-101 fixed).
-                self._truncate(rep, min(rep.hw, rep.leo))
+                rep.truncate_to(min(rep.hw, rep.leo))
                 rep.fetch.truncating = False
-            self.sim.node_after(self.id, 0, "fetch", lambda: self._maybe_fetch(rep.tp))
-        elif state.leader < 0:
-            rep.fetch = None
+            self.sim.node_after(self.id, 0, "fetch", lambda tp=tp: self._maybe_fetch(tp))
+        for tp in changes.touched + changes.removed:
+            self._hw_moved(tp)  # fails acks=all waiting here when the role went
 
-    # ------------------------------------------------------------ follower side
+    # ------------------------------------------------------------ follower side (transport)
 
     def _maybe_fetch(self, tp: TP) -> None:
         rep = self.replicas.get(tp)
@@ -330,178 +277,132 @@ class SimBroker:
             return
         fs.inflight = True
         if fs.truncating:
-            body = {"tp": tp, "current_leader_epoch": fs.leader_epoch, "epoch": latest_epoch(rep.epochs)}
+            body = {"tp": tp, "current_leader_epoch": fs.leader_epoch, "epoch": latest_epoch(rep.disk.epochs)}
             self.rpc(fs.leader, "OffsetsForLeaderEpoch", body, lambda r: self._on_epoch_answer(rep, fs, r))
             return
-        last_fetched = -1 if self.cfg.bug_truncate_to_hw else latest_epoch(rep.epochs)
-        body = {"tp": tp, "replica": self.id, "offset": rep.leo,
-                "current_leader_epoch": fs.leader_epoch, "last_fetched_epoch": last_fetched}
+        last_fetched = -1 if self.cfg.bug_truncate_to_hw else latest_epoch(rep.disk.epochs)
+        body = {"tp": tp, "replica": self.id, "offset": rep.leo, "current_leader_epoch": fs.leader_epoch,
+                "last_fetched_epoch": last_fetched}
         self.rpc(fs.leader, "ReplicaFetch", body, lambda r: self._on_fetch(rep, fs, r))
 
     def _fetch_again(self, rep: SimReplica, delay_ms: int) -> None:
         self.sim.node_after(self.id, delay_ms, "fetch", lambda: self._maybe_fetch(rep.tp))
 
-    def _on_epoch_answer(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
+    def _current(self, rep: SimReplica, fs: FetchState) -> bool:
         if rep.fetch is not fs or self.replicas.get(rep.tp) is not rep:
-            return
+            return False
         fs.inflight = False
+        return True
+
+    def _truncate_by_epoch(self, rep: SimReplica, fs: FetchState, answer: tuple[int, int]) -> None:
+        leo = rep.leo
+        fs.truncating = not rep.truncate_by_epoch(answer)
+        if rep.leo < leo:
+            self.sim.trace_note(f"b{self.id} {rep.tp} truncates {leo}->{rep.leo} (leader said {answer})")
+
+    def _on_epoch_answer(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
+        if not self._current(rep, fs):
+            return
         if resp is None or resp["error"] != 0:
             self._on_fetch_error(rep, fs, resp)
             return
-        self._apply_truncation(rep, fs, (resp["epoch"], resp["end_offset"]))
+        self._truncate_by_epoch(rep, fs, (resp["epoch"], resp["end_offset"]))
         self._fetch_again(rep, 0)
 
-    def _apply_truncation(self, rep: SimReplica, fs: FetchState, answer: tuple[int, int]) -> None:
-        """KIP-101 (fetcher.py _apply_truncation)."""
-        st = follower_truncation_state(rep.epochs, rep.leo, answer, local_hw=rep.hw)
-        if st.truncate_to < rep.leo:
-            self.sim.trace_note(f"b{self.id} {rep.tp} truncates {rep.leo}->{st.truncate_to} (leader said {answer})")
-        self._truncate(rep, st.truncate_to)
-        fs.truncating = not st.completed
-
-    def _truncate(self, rep: SimReplica, offset: int) -> None:
-        if offset < rep.leo:
-            del rep.log[offset:]
-            rep.disk.flushed = min(rep.disk.flushed, offset)
-        truncate_epochs_from_end(rep.epochs, min(offset, rep.leo))  # also an empty epoch at the LEO
-        if not rep.state.is_leader:
-            rep.state.on_truncate(rep.leo)
-        rep.initial_hw = min(rep.initial_hw, rep.leo)
-
     def _on_fetch(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
-        if rep.fetch is not fs or self.replicas.get(rep.tp) is not rep:
+        if not self._current(rep, fs):
             return
-        fs.inflight = False
         if resp is None or resp["error"] != 0:
             self._on_fetch_error(rep, fs, resp)
             return
         if "diverging" in resp:
-            self._apply_truncation(rep, fs, resp["diverging"])
+            self._truncate_by_epoch(rep, fs, resp["diverging"])
             self._fetch_again(rep, 0)
             return
         assert resp["offset"] == rep.leo  # one fetch in flight; nothing else appends
         for leader_epoch, payload in resp["records"]:
-            assign_epoch(rep.epochs, leader_epoch, rep.leo)
+            rep.disk.assign_epoch(leader_epoch, rep.leo)
             rep.log.append((leader_epoch, payload))
         if self.cfg.flush_mode == "always":
             rep.disk.flushed = rep.leo
-        rep.state.follower_update_hw(resp["hw"], rep.leo)
+        rep.follower_appended(resp["hw"])
         self._fetch_again(rep, 0 if resp["records"] else self.cfg.fetch_backoff_ms)
 
     def _on_fetch_error(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
-        code = None if resp is None else resp["error"]
-        if code == E.OFFSET_OUT_OF_RANGE and resp is not None and rep.leo > resp.get("leo", -1) >= 0:
-            fs.truncating = True  # should not happen with epoch truncation; re-run it
-            self._fetch_again(rep, 0)
-            return
-        if code in (E.FENCED_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION):
-            self._fetch_again(rep, 5 * self.cfg.fetch_backoff_ms)  # wait for LeaderAndIsr
-            return
-        self._fetch_again(rep, self.cfg.fetch_backoff_ms)
+        code = int(E.REQUEST_TIMED_OUT) if resp is None else resp["error"]
+        match after_fetch_error(rep, code, -1, -1 if resp is None else resp.get("leo", -1)):
+            case FetchErrorAction.TRUNCATE_AGAIN:
+                fs.truncating = True
+                self._fetch_again(rep, 0)
+            case FetchErrorAction.AWAIT_LEADER_AND_ISR:
+                self._fetch_again(rep, 5 * self.cfg.fetch_backoff_ms)
+            case _:  # BACK_OFF; the simulated log starts at 0 (no retention)
+                self._fetch_again(rep, self.cfg.fetch_backoff_ms)
 
     # ------------------------------------------------------------ leader side
 
-    def _leader_epoch_error(self, rep: SimReplica | None, current_leader_epoch: int) -> int:
-        if rep is None:
-            return int(E.NOT_LEADER_OR_FOLLOWER)
-        return int(rep.state.validate_leader_epoch(current_leader_epoch))
-
     def handle_OffsetsForLeaderEpoch(self, msg: Message) -> dict[str, Any]:
-        rep = self.replicas.get(msg.body["tp"])
-        code = self._leader_epoch_error(rep, msg.body["current_leader_epoch"])
-        if code != 0:
-            return {"error": code}
-        assert rep is not None
-        if msg.body["epoch"] < 0:
-            return {"error": 0, "epoch": -1, "end_offset": -1}
-        answer = end_offset_for_epoch(rep.epochs, rep.leo, msg.body["epoch"])
+        try:
+            answer = self.rm.offsets_for_leader_epoch(msg.body["tp"], msg.body["current_leader_epoch"], msg.body["epoch"])
+        except CoreError as error:
+            return {"error": int(error.code)}
         return {"error": 0, "epoch": answer.epoch, "end_offset": answer.end_offset}
 
     def handle_ReplicaFetch(self, msg: Message) -> dict[str, Any]:
-        """replica_manager.read_partition for a follower."""
         body = msg.body
-        rep = self.replicas.get(body["tp"])
-        code = self._leader_epoch_error(rep, body["current_leader_epoch"])
-        if code != 0:
-            return {"error": code}
-        assert rep is not None
-        offset = body["offset"]
-        diverging = diverging_epoch_check(rep.epochs, rep.leo, offset, body["last_fetched_epoch"])
-        if diverging is not None:
-            return {"error": 0, "diverging": (diverging.epoch, diverging.end_offset), "hw": rep.hw}
-        if offset > rep.leo:
-            return {"error": int(E.OFFSET_OUT_OF_RANGE), "leo": rep.leo}
+        tp, offset = body["tp"], body["offset"]
         try:
-            result = rep.state.update_follower_fetch(body["replica"], offset, rep.leo, self.now)
+            read = self.rm.follower_fetch(tp, body["replica"], offset, body["current_leader_epoch"], body["last_fetched_epoch"], self.now)
         except CoreError as error:
-            return {"error": int(error.code), "leo": rep.leo}
-        if result.alter_isr is not None:
-            self.sim.trace_note(f"b{self.id} {rep.tp} propose expand ISR {result.alter_isr.new_isr}")
-            self._send_alter_isr(result.alter_isr)
-        if result.hw_changed:
-            self._hw_moved(rep.tp)
-        records = rep.log[offset: offset + self.cfg.fetch_records_max]
+            rep = self.replicas.get(tp)
+            return {"error": int(error.code), "leo": -1 if rep is None else rep.leo}
+        rep = self.replicas[tp]
+        if read.diverging is not None:
+            return {"error": 0, "diverging": (read.diverging.epoch, read.diverging.end_offset), "hw": rep.hw}
+        if read.hw_changed:
+            self._hw_moved(tp)
+        self._send_alter_isr()
+        records = rep.log[offset: min(read.upper, offset + self.cfg.fetch_records_max)]
         return {"error": 0, "offset": offset, "records": records, "hw": rep.hw, "leo": rep.leo}
 
     # ------------------------------------------------------------ AlterIsr (KIP-497)
 
-    def _send_alter_isr(self, item: AlterIsrItem) -> None:
-        tp = (item.topic, item.partition)
+    def _send_alter_isr(self) -> None:
         controller = self.sim.zk.controller_id() if self.zk_reachable() else -1
-        if controller < 0:
-            return  # no controller known: the tick re-sends the pending item
-        self.alter_isr_inflight.add(tp)
-        body = AlterIsrRequest(self.id, self.broker_epoch, (AlterIsrProposal(
-            item.topic, item.partition, item.leader_id, item.leader_epoch, tuple(item.new_isr), item.partition_epoch),))
-        self.rpc(controller, "AlterIsr", body, lambda r: self._on_alter_isr_response(item, r), idempotent=True)
+        if controller < 0 or not self.rm.alter_isr_pending:
+            return  # no controller known: the next tick sends what is due
+        items = self.rm.alter_isr_to_send()
+        if items:
+            for i in items:
+                self.sim.trace_note(f"b{self.id} {(i.topic, i.partition)} propose ISR {i.new_isr}")
+            self.rpc(controller, "AlterIsr", self.rm.alter_isr_request(items),
+                     lambda r: self._on_alter_isr_response(items, r), idempotent=True)
 
-    def _on_alter_isr_response(self, item: AlterIsrItem, resp: AlterIsrResponse | None) -> None:
-        tp = (item.topic, item.partition)
-        self.alter_isr_inflight.discard(tp)
-        rep = self.replicas.get(tp)
-        if rep is None:
-            return
-        new_state = None
-        if resp is None:
-            code = int(E.REQUEST_TIMED_OUT)
-        elif resp.error != 0:
-            code = resp.error
-        else:
-            (r,) = [r for r in resp.partitions if (r.topic, r.partition) == tp]
-            code = r.error
-            if r.leader >= 0 and r.leader in r.isr:
-                new_state = LeaderAndIsrState(r.leader, r.leader_epoch, r.isr, r.partition_epoch, rep.state.replicas)
-        if code == 0 and new_state is None:
-            code = int(E.FENCED_LEADER_EPOCH)
-        changed = rep.state.on_alter_isr_response(code, new_state, sent=item)
-        if changed:
-            self.sim.trace_note(f"b{self.id} {tp} AlterIsr answered {code}: ISR {rep.state.isr}")
-        if code == 0 and rep.state.is_leader:
-            rep.state.maybe_increment_hw(rep.leo)
+    def _on_alter_isr_response(self, items: list[Any], resp: AlterIsrResponse | None) -> None:
+        for tp in self.rm.on_alter_isr_answer(items, resp):
             self._hw_moved(tp)
+        for i in items:
+            rep = self.replicas.get((i.topic, i.partition))
+            if rep is not None and resp is not None:
+                self.sim.trace_note(f"b{self.id} {rep.tp} AlterIsr answered: ISR {rep.state.isr}")
 
     # ------------------------------------------------------------ produce
 
-    def _lookup(self, tp: Any) -> SimReplica | None:
-        return self.replicas.get(tp)
-
     def handle_Produce(self, msg: Message) -> dict[str, Any] | None:
         tp, payload = msg.body["tp"], msg.body["payload"]
-        rep = self.replicas.get(tp)
-        if rep is None or not rep.state.is_leader:
-            return {"error": int(E.NOT_LEADER_OR_FOLLOWER)}
-        if rep.state.under_min_isr(self.cfg.min_insync_replicas):
-            return {"error": int(E.NOT_ENOUGH_REPLICAS)}
-        offset, epoch = rep.leo, rep.state.leader_epoch
+        try:
+            rep = self.rm.check_append(tp, -1, self.cfg.min_insync_replicas)
+        except CoreError as error:
+            return {"error": int(error.code)}
+        offset, epoch = rep.leo, rep.leader_epoch
         rep.log.append((epoch, payload))
         if self.cfg.flush_mode == "always":
             rep.disk.flushed = rep.leo
-        rep.state.maybe_increment_hw(rep.leo)
+        rep.leader_appended()
         op = DelayedProduce({tp: ProducePartitionStatus(offset, epoch, self.cfg.min_insync_replicas)})
         op_id = self.sim.next_id()
         self.produce_ops[op_id] = (op, msg, offset, payload, epoch)
-        deadline = self.now + self.cfg.produce_timeout_ms
-        if self.purgatory.add(op_id, [tp], deadline, lambda: op.try_complete(self._lookup)):
+        if self.purgatory.add(op_id, [tp], self.now + self.cfg.produce_timeout_ms, lambda: op.try_complete(self.replicas.get)):
             self._finish_produce(op_id)
         self._hw_moved(tp)
         return None
@@ -525,9 +426,10 @@ class SimBroker:
     def handle_Fetch(self, msg: Message) -> dict[str, Any]:
         """A consumer fetch: from the leader, only below the HW (DESIGN 5)."""
         tp, offset = msg.body["tp"], msg.body["offset"]
-        rep = self.replicas.get(tp)
-        if rep is None or not rep.state.is_leader:
-            return {"error": int(E.NOT_LEADER_OR_FOLLOWER)}
+        try:
+            rep = self.rm.consumer_fetch(tp, -1)
+        except CoreError as error:
+            return {"error": int(error.code)}
         if offset > rep.leo:
             return {"error": int(E.OFFSET_OUT_OF_RANGE), "leo": rep.leo, "hw": rep.hw}
         hw = rep.hw
@@ -560,10 +462,10 @@ class SimBroker:
         if self._shutdown_inflight:
             return
         controller = self.sim.zk.controller_id() if self.zk_reachable() else -1
-        if controller < 0 or self.broker_epoch < 0:
+        if controller < 0 or self.rm.broker_epoch < 0:
             return
         self._shutdown_inflight = True
-        body = ControlledShutdownRequest(self.id, self.broker_epoch)
+        body = ControlledShutdownRequest(self.id, self.rm.broker_epoch)
         self.rpc(controller, "ControlledShutdown", body, self._on_controlled_shutdown_response)
 
     def _on_controlled_shutdown_response(self, resp: ControlledShutdownResponse | None) -> None:

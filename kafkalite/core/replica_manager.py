@@ -1,0 +1,440 @@
+"""The broker side of replication as one synchronous object (DESIGN.md sections 5 and 10;
+seed 000 sections C and G; KIP-101, KIP-320, KIP-497).
+
+`ReplicaManager` owns every partition replica on one broker (`Replica`: the core's
+PartitionReplicaState over the local log), the controller and broker epochs it has seen,
+and which leader each followed partition fetches from. It decides:
+- LeaderAndIsr and StopReplica: fencing, become leader / follower, which fetches start or
+  stop (`RoleChanges`, executed by the driver's fetchers), which replicas go;
+- the leader's side of a follower fetch (KIP-320 epoch fencing, DIVERGING_EPOCH, the
+  follower's LEO for ISR and HW) and of OffsetsForLeaderEpoch; the bounds of a consumer read;
+  whether a produce may append;
+- the follower's side of a fetch: where to truncate (KIP-101) and what to do after an error;
+- AlterIsr (KIP-497): the proposals to send, one in flight per partition, and the answers.
+
+The log of a replica is a port (`ReplicaLog`): synchronous local calls that the broker
+implements with kafkalite.log and the simulator with its model disk. Network I/O is the
+drivers': `kafkalite.broker` (asyncio) and `kafkalite.testing.sim`. Time is passed in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafkalite.core.codes import (
+    CoreError,
+    ErrorCode,
+    FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
+from kafkalite.core.messages import (
+    AlterIsrPartitionResult,
+    AlterIsrProposal,
+    AlterIsrRequest,
+    AlterIsrResponse,
+    LeaderAndIsr,
+    StopReplica,
+)
+from kafkalite.core.replica_state import (
+    AlterIsrItem,
+    FollowerFetchResult,
+    LeaderAndIsrState,
+    PartitionReplicaState,
+)
+from kafkalite.core.truncation import (
+    EpochEndOffset,
+    diverging_epoch_check,
+    end_offset_for_epoch,
+    follower_truncation_state,
+)
+
+TP = tuple[str, int]
+
+
+class StaleControllerEpochError(CoreError):
+    code = ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+class StaleBrokerEpochError(CoreError):
+    code = ErrorCode.STALE_BROKER_EPOCH
+
+
+class NotEnoughReplicasError(CoreError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class UnknownTopicOrPartitionError(CoreError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class ReplicaLog(Protocol):
+    """One replica's local log, as replication sees it."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def epoch_entries(self) -> Sequence[tuple[int, int]]:
+        """(leader epoch, its start offset), ascending."""
+        ...
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop offsets >= `offset` and every epoch that starts there or later (also when
+        nothing is dropped: an epoch led without data ends at the LEO, issue 7)."""
+        ...
+
+
+class Replica:
+    """One partition replica on this broker: the core's state machine over its log."""
+
+    def __init__(self, topic: str, partition: int, broker_id: int, replica_log: ReplicaLog, initial_hw: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.broker_id = broker_id
+        self.replica_log = replica_log
+        self.state = PartitionReplicaState(topic, partition, broker_id)
+        # Until a role's own HW passes it, the checkpointed HW is all we know.
+        self.initial_hw = min(max(initial_hw, replica_log.log_start_offset), replica_log.log_end_offset)
+
+    @property
+    def tp(self) -> TP:
+        return (self.topic, self.partition)
+
+    @property
+    def leo(self) -> int:
+        return self.replica_log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.replica_log.log_start_offset
+
+    @property
+    def hw(self) -> int:
+        return max(self.state.hw, self.initial_hw)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch the log records for `offset`; -1 outside the log."""
+        if not self.log_start_offset <= offset < self.leo:
+            return -1
+        entries = self.replica_log.epoch_entries()
+        i = bisect.bisect_right([start for _, start in entries], offset)
+        return entries[i - 1][0] if i > 0 else -1
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int) -> tuple[bool, ErrorCode]:
+        return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
+
+    # -- role changes -----------------------------------------------------------------
+    def make_leader(self, st: LeaderAndIsrState, now_ms: int) -> bool:
+        """Become (or stay) leader; a new epoch starts at our LEO (KIP-101). Returns
+        whether this is a new leadership (a new epoch here)."""
+        new_epoch = st.leader_epoch > self.state.leader_epoch or not self.state.is_leader
+        self.state.become_leader(st, self.leo, min(self.hw, self.leo), now_ms, self.log_start_offset)
+        if new_epoch:
+            self.replica_log.assign_epoch(st.leader_epoch, self.leo)
+        return new_epoch
+
+    def make_follower(self, st: LeaderAndIsrState, now_ms: int) -> bool:
+        return self.state.become_follower(st, now_ms)
+
+    # -- leader -----------------------------------------------------------------------
+    def leader_appended(self) -> bool:
+        """Records were appended at this leader: the HW may move (RF 1, or all caught up)."""
+        return self.state.maybe_increment_hw(self.leo) if self.state.is_leader else False
+
+    # -- follower ---------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        self.replica_log.truncate_to(min(offset, self.leo))
+        if not self.state.is_leader:
+            self.state.on_truncate(self.leo)
+        self.initial_hw = min(self.initial_hw, self.leo)
+
+    def truncate_by_epoch(self, leader_answer: EpochEndOffset | tuple[int, int]) -> bool:
+        """KIP-101: truncate to where our log and the leader's can first differ, from the
+        leader's (epoch, end offset) for our latest epoch. Returns whether that settled it
+        (False: we lacked the leader's epoch; ask again about an older one)."""
+        st = follower_truncation_state(self.replica_log.epoch_entries(), self.leo, leader_answer, local_hw=self.hw)
+        self.truncate_to(st.truncate_to)
+        return st.completed
+
+    def follower_appended(self, leader_hw: int) -> bool:
+        """Records from the leader were appended (or none came): HW = min(leader's, LEO)."""
+        if self.state.is_leader:
+            return False
+        return self.state.follower_update_hw(leader_hw, self.leo)
+
+
+class FetchErrorAction(enum.Enum):
+    """What a follower does after its leader answered a partition with an error."""
+
+    RESTART_AT_LEADER_LOG_START = "restart_at_leader_log_start"  # we fell below its retention
+    TRUNCATE_AGAIN = "truncate_again"  # we are ahead of the leader: redo the epoch round
+    AWAIT_LEADER_AND_ISR = "await_leader_and_isr"  # our view or the leader's is stale: slow retry
+    BACK_OFF = "back_off"
+
+
+def after_fetch_error(replica: Replica, error: int, leader_log_start: int = -1, leader_leo: int = -1) -> FetchErrorAction:
+    if error == ErrorCode.OFFSET_OUT_OF_RANGE and leader_log_start >= 0 and replica.leo < leader_log_start:
+        return FetchErrorAction.RESTART_AT_LEADER_LOG_START
+    if error == ErrorCode.OFFSET_OUT_OF_RANGE and 0 <= leader_leo < replica.leo:
+        return FetchErrorAction.TRUNCATE_AGAIN  # should not happen with epoch truncation
+    if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+        return FetchErrorAction.AWAIT_LEADER_AND_ISR
+    return FetchErrorAction.BACK_OFF
+
+
+@dataclass
+class RoleChanges:
+    """What a LeaderAndIsr or StopReplica decided, for the driver to carry out."""
+
+    codes: list[tuple[TP, int]] = field(default_factory=list)
+    fetch: dict[TP, tuple[int, int]] = field(default_factory=dict)  # start fetching from (leader, leader epoch)
+    stop_fetching: list[TP] = field(default_factory=list)
+    removed: list[TP] = field(default_factory=list)  # replicas gone from this broker
+    delete: bool = False  # ... and their logs are to be deleted
+    new_leaderships: list[tuple[TP, int]] = field(default_factory=list)  # (tp, leader epoch)
+    touched: list[TP] = field(default_factory=list)  # role or HW changed: wake waiters
+
+
+@dataclass(frozen=True)
+class FollowerRead:
+    """The leader's decision on one partition of a follower fetch: answer DIVERGING_EPOCH,
+    or read records from the fetch offset below `upper` (the LEO)."""
+
+    diverging: EpochEndOffset | None
+    upper: int
+    hw_changed: bool
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, open_replica: Callable[[TP, Mapping[str, str]], Replica]) -> None:
+        self.broker_id = broker_id
+        self.open_replica = open_replica  # the driver's: open (or create) the local log of a replica
+        self.replicas: dict[TP, Replica] = {}
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.fetching: dict[TP, tuple[int, int]] = {}  # followed partition -> (leader, leader epoch)
+        self.last_init_controller_epoch = -1
+        self._alter_isr_due: set[TP] = set()
+        self._alter_isr_in_flight: dict[TP, AlterIsrItem] = {}
+
+    def add(self, replica: Replica) -> None:
+        """A local replica found at start-up: no role until the controller gives one."""
+        assert replica.tp not in self.replicas
+        self.replicas[replica.tp] = replica
+
+    def leader(self, tp: TP) -> Replica:
+        replica = self.replicas.get(tp)
+        if replica is None or not replica.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
+        return replica
+
+    # -- controller requests --------------------------------------------------------------
+    def check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
+        if controller_epoch < self.controller_epoch:
+            raise StaleControllerEpochError(f"controller epoch {controller_epoch} < {self.controller_epoch}")
+        # KIP-380: only an epoch older than ours is stale. A newer one is our own new
+        # registration, which the controller can see before our register call returns.
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            raise StaleBrokerEpochError(f"broker epoch {broker_epoch} is older than ours ({self.broker_epoch})")
+        self.controller_epoch = controller_epoch
+
+    def on_leader_and_isr(self, req: LeaderAndIsr, now_ms: int) -> RoleChanges:
+        """Seed section C; ordered by leader epoch per partition, idempotent."""
+        self.check_controller(req.controller_epoch, req.broker_epoch)
+        for topic, cfg in req.topic_configs.items():
+            self.topic_configs[topic] = dict(cfg)
+        out = RoleChanges()
+        for p in req.partitions:
+            tp = p.topic_partition
+            st = LeaderAndIsrState(leader=p.leader, leader_epoch=p.leader_epoch, isr=p.isr, partition_epoch=p.partition_epoch,
+                                   replicas=p.replicas, controller_epoch=req.controller_epoch)
+            try:
+                out.codes.append((tp, self._apply_leadership(tp, st, now_ms, out)))
+            except CoreError as e:
+                out.codes.append((tp, int(e.code)))
+        if req.init:
+            # Seed D: a new controller's first LeaderAndIsr lists everything this broker
+            # replicates; what it does not list was deleted while we were away.
+            self.last_init_controller_epoch = req.controller_epoch
+            listed = {p.topic_partition for p in req.partitions}
+            out.delete = True
+            for tp in sorted(tp for tp in self.replicas if tp not in listed):
+                self._remove(tp, out)
+        return out
+
+    def _apply_leadership(self, tp: TP, st: LeaderAndIsrState, now_ms: int, out: RoleChanges) -> int:
+        replica = self.replicas.get(tp)
+        if replica is None:
+            replica = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}))
+        if st.leader_epoch < replica.leader_epoch:
+            raise FencedLeaderEpochError(f"leader epoch {st.leader_epoch} < {replica.leader_epoch}")
+        if st.leader == self.broker_id:
+            self._stop_fetching(tp, out)
+            if replica.make_leader(st, now_ms):
+                out.new_leaderships.append((tp, st.leader_epoch))
+        else:
+            old = (replica.state.leader_id, replica.leader_epoch)
+            replica.make_follower(st, now_ms)
+            if st.leader >= 0 and (old != (st.leader, st.leader_epoch) or tp not in self.fetching):
+                self.fetching[tp] = out.fetch[tp] = (st.leader, st.leader_epoch)
+            elif st.leader < 0:
+                self._stop_fetching(tp, out)
+        self._alter_isr_in_flight.pop(tp, None)  # an answer to it will be ignored (the state moved)
+        out.touched.append(tp)
+        return 0
+
+    def _stop_fetching(self, tp: TP, out: RoleChanges) -> None:
+        if self.fetching.pop(tp, None) is not None:
+            out.stop_fetching.append(tp)
+        out.fetch.pop(tp, None)
+
+    def on_stop_replica(self, req: StopReplica) -> RoleChanges:
+        self.check_controller(req.controller_epoch, req.broker_epoch)
+        out = self.remove_replicas(req.partitions, delete=req.delete)
+        out.codes = [(tp, 0) for tp in req.partitions]
+        return out
+
+    def remove_replicas(self, tps: Iterable[TP], *, delete: bool) -> RoleChanges:
+        """StopReplica, or start-up finding local replicas no longer assigned here (seed E)."""
+        out = RoleChanges(delete=delete)
+        for tp in tps:
+            self._remove(tp, out)
+            if delete:
+                self.topic_configs.pop(tp[0], None)
+        return out
+
+    def _remove(self, tp: TP, out: RoleChanges) -> None:
+        self._stop_fetching(tp, out)
+        self._alter_isr_due.discard(tp)
+        self._alter_isr_in_flight.pop(tp, None)
+        if self.replicas.pop(tp, None) is not None:
+            out.touched.append(tp)
+        out.removed.append(tp)
+
+    # -- leader side ------------------------------------------------------------------------
+    def check_append(self, tp: TP, acks: int, min_insync_replicas: int) -> Replica:
+        """Before a produce appends: leader here, and for acks=all enough ISR members."""
+        replica = self.replicas.get(tp)
+        if replica is None:
+            raise UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
+        if not replica.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
+        if acks == -1 and replica.state.under_min_isr(min_insync_replicas):
+            raise NotEnoughReplicasError(f"ISR {list(replica.state.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
+        return replica
+
+    def follower_fetch(self, tp: TP, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                       last_fetched_epoch: int, now_ms: int) -> FollowerRead:
+        """The leader's side of one partition of a ReplicaFetch (seed G, KIP-320)."""
+        replica = self._fenced_leader(tp, current_leader_epoch)
+        diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), replica.leo, fetch_offset, last_fetched_epoch)
+        if diverging is not None:
+            return FollowerRead(diverging, replica.leo, False)
+        if not replica.log_start_offset <= fetch_offset <= replica.leo:
+            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{replica.log_start_offset}, {replica.leo}] of {tp[0]}-{tp[1]}")
+        result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms)
+        if result.alter_isr is not None:
+            self._alter_isr_due.add(tp)
+        return FollowerRead(None, replica.leo, result.hw_changed)
+
+    def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int) -> EpochEndOffset:
+        replica = self._fenced_leader(tp, current_leader_epoch)
+        if requested_epoch < 0:
+            return EpochEndOffset(-1, -1)
+        return end_offset_for_epoch(replica.replica_log.epoch_entries(), replica.leo, requested_epoch)
+
+    def consumer_fetch(self, tp: TP, current_leader_epoch: int) -> Replica:
+        """A consumer reads from the leader only, below the HW (DESIGN 5)."""
+        if tp not in self.replicas:
+            raise UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
+        return self._fenced_leader(tp, current_leader_epoch)
+
+    def _fenced_leader(self, tp: TP, current_leader_epoch: int) -> Replica:
+        replica = self.replicas.get(tp)
+        if replica is None:
+            raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
+        code = replica.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
+        if code != ErrorCode.NONE:
+            error = CoreError(f"{tp[0]}-{tp[1]}: leader epoch {current_leader_epoch} here at {replica.leader_epoch}")
+            error.code = code
+            raise error
+        return replica
+
+    def maybe_shrink_isrs(self, now_ms: int, lag_time_max_ms: int) -> None:
+        for tp, replica in self.replicas.items():
+            if replica.is_leader and replica.state.maybe_shrink_isr(now_ms, lag_time_max_ms, replica.leo) is not None:
+                self._alter_isr_due.add(tp)
+
+    # -- AlterIsr (KIP-497) -----------------------------------------------------------------
+    def alter_isr_to_send(self) -> list[AlterIsrItem]:
+        """The proposals to send now: each partition's pending change, at most one in
+        flight per partition. Mark them in flight; `on_alter_isr_answer` ends that."""
+        items = []
+        for tp in sorted(self._alter_isr_due):
+            replica = self.replicas.get(tp)
+            item = None if replica is None or not replica.is_leader else replica.state.pending_alter_isr_item()
+            if item is not None and tp not in self._alter_isr_in_flight:
+                self._alter_isr_in_flight[tp] = item
+                items.append(item)
+        self._alter_isr_due.clear()
+        return items
+
+    def alter_isr_request(self, items: Sequence[AlterIsrItem]) -> AlterIsrRequest:
+        return AlterIsrRequest(self.broker_id, self.broker_epoch, tuple(
+            AlterIsrProposal(i.topic, i.partition, i.leader_id, i.leader_epoch, tuple(i.new_isr), i.partition_epoch) for i in items))
+
+    def on_alter_isr_answer(self, items: Sequence[AlterIsrItem], response: AlterIsrResponse | None) -> list[TP]:
+        """The controller answered (None: no answer, a transport error). Returns the
+        partitions whose HW moved. Proposals to retry are due again."""
+        by_tp = {(r.topic, r.partition): r for r in (response.partitions if response is not None else ())}
+        moved = []
+        for item in items:
+            tp = (item.topic, item.partition)
+            if self._alter_isr_in_flight.get(tp) is item:
+                del self._alter_isr_in_flight[tp]
+            replica = self.replicas.get(tp)
+            if replica is None:
+                continue
+            new_state = None
+            if response is None:
+                code = int(ErrorCode.REQUEST_TIMED_OUT)
+            elif response.error != 0:
+                code = response.error  # NOT_CONTROLLER, STALE_BROKER_EPOCH: nothing decided, retried
+            elif tp not in by_tp:
+                continue
+            else:
+                r: AlterIsrPartitionResult = by_tp[tp]
+                code = r.error
+                if r.error == 0 and r.leader >= 0 and r.leader in r.isr:
+                    new_state = LeaderAndIsrState(r.leader, r.leader_epoch, r.isr, r.partition_epoch, replica.state.replicas,
+                                                  replica.state.controller_epoch)
+                elif r.error == 0:
+                    code = int(ErrorCode.FENCED_LEADER_EPOCH)  # an answer with no usable state
+            replica.state.on_alter_isr_response(code, new_state, sent=item)
+            if replica.state.retry_alter_isr is not None:
+                self._alter_isr_due.add(tp)
+            if code == 0 and replica.leader_appended():
+                moved.append(tp)
+        return moved
+
+    @property
+    def alter_isr_pending(self) -> bool:
+        return bool(self._alter_isr_due)
