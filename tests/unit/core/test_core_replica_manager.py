@@ -1,0 +1,167 @@
+"""The core replica manager (kafkalite.core.replica_manager), over an in-memory log port."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from kafkalite.core.codes import CoreError, ErrorCode, NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkalite.core.messages import AlterIsrPartitionResult, AlterIsrResponse, LeaderAndIsr, PartitionLeadership
+from kafkalite.core.replica_manager import (
+    FetchErrorAction,
+    NotEnoughReplicasError,
+    Replica,
+    ReplicaManager,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+    after_fetch_error,
+)
+from kafkalite.core.truncation import assign_epoch, truncate_epochs_from_end
+
+TP = ("t", 0)
+
+
+@dataclass
+class MemLog:
+    records: list[int] = field(default_factory=list)  # the leader epoch of each offset
+    epochs: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.records)
+
+    @property
+    def log_start_offset(self) -> int:
+        return 0
+
+    def epoch_entries(self):
+        return self.epochs
+
+    def assign_epoch(self, epoch, start_offset):
+        assign_epoch(self.epochs, epoch, start_offset)
+
+    def truncate_to(self, offset):
+        del self.records[offset:]
+        truncate_epochs_from_end(self.epochs, offset)
+
+    def append(self, epoch: int, n: int = 1) -> None:
+        self.assign_epoch(epoch, len(self.records))
+        self.records += [epoch] * n
+
+
+def manager(broker_id: int = 1) -> tuple[ReplicaManager, dict]:
+    logs: dict = {}
+
+    def open_replica(tp, config):
+        return Replica(tp[0], tp[1], broker_id, logs.setdefault(tp, MemLog()), 0)
+
+    rm = ReplicaManager(broker_id, open_replica)
+    rm.broker_epoch = 10
+    return rm, logs
+
+
+def lai(leader, epoch, isr=(1, 2, 3), version=0, *, controller_epoch=1, broker_epoch=10, init=False, tp=TP):
+    return LeaderAndIsr(9, controller_epoch, broker_epoch,
+                        (PartitionLeadership(tp[0], tp[1], leader, epoch, tuple(isr), version, (1, 2, 3)),), init)
+
+
+def test_fencing_by_controller_and_broker_epoch():
+    rm, _ = manager()
+    rm.on_leader_and_isr(lai(1, 0, controller_epoch=5), 0)
+    with pytest.raises(StaleControllerEpochError):
+        rm.on_leader_and_isr(lai(1, 1, controller_epoch=4), 0)
+    with pytest.raises(StaleBrokerEpochError):
+        rm.on_leader_and_isr(lai(1, 1, controller_epoch=5, broker_epoch=9), 0)
+    rm.on_leader_and_isr(lai(1, 1, controller_epoch=5, broker_epoch=11), 0)  # our own newer registration (KIP-380)
+    assert rm.replicas[TP].leader_epoch == 1
+
+
+def test_leading_assigns_the_epoch_at_the_leo_and_following_starts_one_fetch():
+    rm, logs = manager()
+    changes = rm.on_leader_and_isr(lai(1, 3), 0)
+    assert changes.new_leaderships == [(TP, 3)] and logs[TP].epochs == [(3, 0)]
+    changes = rm.on_leader_and_isr(lai(2, 4, version=1), 0)
+    assert changes.fetch == {TP: (2, 4)} and changes.codes == [(TP, 0)]
+    again = rm.on_leader_and_isr(lai(2, 4, version=1), 0)  # re-delivered: already fetching from 2 at 4
+    assert again.fetch == {}
+    back = rm.on_leader_and_isr(lai(1, 5, version=2), 0)
+    assert back.stop_fetching == [TP] and rm.fetching == {}
+
+
+def test_an_older_leader_epoch_is_fenced_per_partition():
+    rm, _ = manager()
+    rm.on_leader_and_isr(lai(1, 5), 0)
+    assert rm.on_leader_and_isr(lai(2, 4), 0).codes == [(TP, int(ErrorCode.FENCED_LEADER_EPOCH))]
+    assert rm.replicas[TP].is_leader
+
+
+def test_an_init_leader_and_isr_removes_what_it_does_not_list():
+    rm, _ = manager()
+    rm.on_leader_and_isr(lai(2, 0, tp=("gone", 0)), 0)
+    changes = rm.on_leader_and_isr(lai(1, 0, init=True), 0)
+    assert changes.removed == [("gone", 0)] and changes.delete and changes.stop_fetching == [("gone", 0)]
+    assert set(rm.replicas) == {TP} and rm.last_init_controller_epoch == 1
+
+
+def test_the_leader_side_of_a_follower_fetch():
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 5)
+    rm.on_leader_and_isr(lai(1, 1, isr=(1, 2)), 0)
+    logs[TP].append(1, 3)  # offsets 5..7 at epoch 1
+    read = rm.follower_fetch(TP, 2, 4, 1, 0, 10)
+    assert read.diverging is None and read.upper == 8
+    diverged = rm.follower_fetch(TP, 2, 7, 1, 2, 10)  # claims epoch 2, which we never had
+    assert diverged.diverging is not None
+    with pytest.raises(OffsetOutOfRangeError):
+        rm.follower_fetch(TP, 2, 9, 1, -1, 10)  # (with its epoch it would be told DIVERGING_EPOCH)
+    with pytest.raises(CoreError) as fenced:
+        rm.follower_fetch(TP, 2, 8, 0, 1, 10)
+    assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    assert rm.offsets_for_leader_epoch(TP, 1, 0).end_offset == 5
+
+
+def test_alter_isr_one_in_flight_per_partition_retried_until_answered():
+    rm, logs = manager()
+    rm.on_leader_and_isr(lai(1, 1, isr=(1, 2)), 0)
+    rm.follower_fetch(TP, 3, 0, 1, -1, 10)  # 3 caught up: expand
+    items = rm.alter_isr_to_send()
+    assert [i.new_isr for i in items] == [(1, 2, 3)]
+    assert rm.alter_isr_to_send() == []  # in flight
+    rm.on_alter_isr_answer(items, None)  # no answer: due again
+    retry = rm.alter_isr_to_send()
+    assert retry == items
+    answer = AlterIsrResponse(0, (AlterIsrPartitionResult("t", 0, 0, 1, 1, (1, 2, 3), 1),))
+    rm.on_alter_isr_answer(retry, answer)
+    assert rm.replicas[TP].state.isr == (1, 2, 3) and rm.replicas[TP].state.partition_epoch == 1
+    assert rm.alter_isr_to_send() == [] and not rm.alter_isr_pending
+
+
+def test_append_checks():
+    rm, _ = manager()
+    with pytest.raises(CoreError) as unknown:
+        rm.check_append(TP, -1, 2)
+    assert unknown.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    rm.on_leader_and_isr(lai(2, 0), 0)
+    with pytest.raises(NotLeaderOrFollowerError):
+        rm.check_append(TP, 1, 1)
+    rm.on_leader_and_isr(lai(1, 1, isr=(1,), version=1), 0)
+    assert rm.check_append(TP, 1, 2).is_leader  # acks=1 ignores min.insync
+    with pytest.raises(NotEnoughReplicasError):
+        rm.check_append(TP, -1, 2)
+
+
+def test_follower_truncation_by_epoch_and_fetch_errors():
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 3)
+    logs[TP].append(1, 2)  # the follower has epoch 1 at 3..4, which the leader never wrote
+    rm.on_leader_and_isr(lai(2, 2), 0)
+    replica = rm.replicas[TP]
+    assert replica.truncate_by_epoch((0, 3)) is True
+    assert replica.leo == 3 and logs[TP].epochs == [(0, 0)]
+    assert after_fetch_error(replica, ErrorCode.OFFSET_OUT_OF_RANGE, leader_log_start=10) is FetchErrorAction.RESTART_AT_LEADER_LOG_START
+    assert after_fetch_error(replica, ErrorCode.OFFSET_OUT_OF_RANGE, 0, leader_leo=2) is FetchErrorAction.TRUNCATE_AGAIN
+    assert after_fetch_error(replica, ErrorCode.FENCED_LEADER_EPOCH) is FetchErrorAction.AWAIT_LEADER_AND_ISR
+    assert after_fetch_error(replica, ErrorCode.REQUEST_TIMED_OUT) is FetchErrorAction.BACK_OFF
