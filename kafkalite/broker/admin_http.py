@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
+
 
 class AdminHttp:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self._runner: web.AppRunner | None = None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
@@ -29,13 +29,16 @@ from kafkalite.protocol.codec import (
 from kafkalite.protocol.errors import ErrorCode, InvalidRequestError, KafkaliteError, UnsupportedVersionError
 from kafkalite.protocol.schema import ApiKey
 
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">i")
 
 
 class ClientListener(StreamServer):
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Broker):
         super().__init__()
         self.broker = broker
         self.apis = broker.kafka_apis

@@ -1,7 +1,7 @@
 """The asyncio side of the purgatories (DESIGN.md section 5, "Purgatory").
 
 Which delayed operation is complete, expired or cancelled is decided by the pure
-kafkalite.core.purgatory (Purgatory, DelayedProduce); this module only parks a future per
+kafkalite.core.purgatory (Purgatory, DelayedProduce, DelayedFetch); this module only parks a future per
 operation, wakes the purgatory when a partition's HW, LEO or role moved (`wake`), and runs
 one timer that polls it at its next deadline. Both purgatories are bounded: past
 `size_max` a new produce is answered at once (REQUEST_TIMED_OUT for what is not done) and a
@@ -17,7 +17,7 @@ from typing import Any
 
 from kafkalite.clock import monotonic_ms as now_ms
 from kafkalite.core.codes import PurgatoryFullError
-from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
+from kafkalite.core.purgatory import DelayedFetch, DelayedProduce, FetchProbe, ProducePartitionStatus, Purgatory
 
 TP = tuple[str, int]
 
@@ -101,16 +101,15 @@ class DelayedOperations:
             op.on_expiration()  # expired (or refused at the bound): the rest time out
         return {tp: int(code) for tp, code in op.result().items()}
 
-    async def wait_fetch(self, keys: list[TP], max_wait_ms: float) -> None:
-        """Until any of `keys` changes (data, HW, role) or max_wait passes. The caller
-        already tried once, so the purgatory's own first try reports "not yet"."""
-        tries = itertools.count()
+    async def wait_fetch(self, op: DelayedFetch, max_wait_ms: float, probe: Callable[[TP, int], FetchProbe | None]) -> None:
+        """Until the core's DelayedFetch is complete (min_bytes available, a partition
+        changed leadership or epoch, a fetch offset is past the end) or max_wait passes.
+        At the purgatory's bound it returns at once: the fetch answers with what it has."""
 
         def check() -> bool:
-            return next(tries) > 0
+            return op.try_complete(probe)
 
         try:
-            await self._park(self.fetch, list(keys), now_ms() + int(max_wait_ms), check)
+            await self._park(self.fetch, list(op.partitions), now_ms() + int(max_wait_ms), check)
         except PurgatoryFullError:
             return
-

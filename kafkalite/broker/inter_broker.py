@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 
 class InterBrokerHandlers:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.rm = broker.replica_manager
 

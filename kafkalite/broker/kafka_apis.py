@@ -14,7 +14,7 @@ import logging
 import random
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.config import ConfigError, validate_topic_config
@@ -25,6 +25,9 @@ from kafkalite.protocol.schema import ApiKey
 from kafkalite.rpc.transport import RpcError
 from kafkalite.zk.codec import TopicAssignment
 from kafkalite.zk.errors import TopicAlreadyExistsError, ZkError
+
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ def topic_name_error(name: Any) -> str | None:
 
 
 class KafkaApis:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.rm = broker.replica_manager
         self.cache = broker.metadata_cache

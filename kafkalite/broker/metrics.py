@@ -7,16 +7,19 @@ time from the broker, so they can never drift from the truth.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from kafkalite.broker.server import Broker
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class _StateCollector:
-    def __init__(self, broker: Any):
+    def __init__(self, broker: Broker):
         self.broker = broker
 
     def collect(self):
@@ -64,7 +67,7 @@ class BrokerMetrics:
         for api in ("PRODUCE", "FETCH", "METADATA"):
             self.requests.labels(api)
 
-    def attach(self, broker: Any) -> None:
+    def attach(self, broker: Broker) -> None:
         self.registry.register(_StateCollector(broker))
 
     def request(self, api: str) -> None:

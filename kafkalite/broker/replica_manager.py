@@ -13,10 +13,11 @@ between (STYLE habit 3).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
@@ -24,11 +25,15 @@ from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
-from kafkalite.core.purgatory import ProducePartitionStatus
+from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkalite.broker.fetcher import FetcherManager
+    from kafkalite.broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +54,7 @@ class ReplicaManager:
     """The asyncio driver of the core replica manager: opens and deletes logs, starts and
     stops fetchers, wakes waiters, and reads and appends the bytes the core allows."""
 
-    def __init__(self, broker_id: int, logs: LogManager, log_config: LogConfig, settings: dict[str, Any], metrics: Any):
+    def __init__(self, broker_id: int, logs: LogManager, log_config: LogConfig, settings: dict[str, Any], metrics: BrokerMetrics):
         self.broker_id = broker_id
         self.logs = logs
         self.log_config = log_config
@@ -59,7 +64,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = self.core.replicas  # type: ignore[assignment]
         self.topic_configs = self.core.topic_configs
         self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
-        self.fetchers: Any = None  # set by the broker: kafkalite.broker.fetcher.FetcherManager
+        self.fetchers: FetcherManager | None = None  # set by the broker
         self.alter_isr_due: Callable[[], None] = lambda: None  # set by the broker: wakes its AlterIsr sender
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
 
@@ -237,15 +242,23 @@ class ReplicaManager:
             return out, (total >= min_bytes or errored)
 
         result, done = attempt()
-        deadline = time.monotonic() + max_wait_ms / 1000
-        keys = [tp for tp, _ in requests]
-        while not done:
-            left_ms = (deadline - time.monotonic()) * 1000
-            if left_ms <= 0:
-                break
-            await self.delayed.wait_fetch(keys, left_ms)
-            result, done = attempt()
-        return result
+        if done or max_wait_ms <= 0:
+            return result
+        if not requests:  # nothing to wait for but the time, as Kafka does
+            await asyncio.sleep(max_wait_ms / 1000)
+            return result
+        upper_is_leo = replica_id >= 0  # followers read to the LEO, consumers to the HW
+
+        def probe(tp: tuple[str, int], fetch_offset: int) -> FetchProbe | None:
+            part = self.partitions.get(tp)
+            if part is None:
+                return None
+            end = part.leo if upper_is_leo else part.hw
+            return FetchProbe(part.leader_epoch if part.is_leader else None, end, part.log.bytes_available(fetch_offset, end))
+
+        statuses = {tp: FetchPartitionStatus(req["fetch_offset"], req.get("current_leader_epoch", -1)) for tp, req in requests}
+        await self.delayed.wait_fetch(DelayedFetch(statuses, min_bytes), max_wait_ms, probe)
+        return attempt()[0]
 
     # -- periodic work ------------------------------------------------------------------
     def maybe_shrink_isr(self) -> None:

@@ -388,6 +388,32 @@ class Log:
             return data if end == len(data) else data[:end]
         return b""
 
+    def bytes_available(self, offset: int, end_offset: int) -> int:
+        """Bytes of the whole batches a read from `offset` below `end_offset` could return,
+        over every segment: what a delayed fetch counts against its min_bytes (Kafka's
+        position difference). 0 when nothing below `end_offset` is at or after `offset`."""
+        end_offset = min(end_offset, self._leo)
+        if offset >= end_offset or offset < self.log_start_offset:
+            return 0
+        total = 0
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for segment in self._segments[i:]:
+            if segment.base_offset >= end_offset:
+                break
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            start = found[0]
+            stop = segment.find_batch(end_offset, start)
+            if stop is None:
+                total += segment.size - start
+                continue
+            position, fields = stop
+            # A batch that starts below end_offset is read whole (as `read` does).
+            total += (position + fields[H_BATCH_LENGTH] + LOG_OVERHEAD if fields[H_BASE_OFFSET] < end_offset else position) - start
+            break
+        return total
+
     def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
         """Headers of every batch from the one holding `start_offset` (default: log start)."""
         if start_offset is None:

@@ -228,3 +228,27 @@ def test_truncate_fully_and_start_at(tmp_path):
     reopened = Log.open(str(tmp_path / "full-0"), CONFIG, now_ms=0)
     assert [r.offset for r in decode_records(reopened.read(100, 1000))] == [100]
     reopened.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=25), st.data())
+def test_bytes_available_is_what_reads_below_the_end_return(sizes, data):
+    """A delayed fetch counts Log.bytes_available against min_bytes: it must equal the bytes
+    of the whole batches repeated reads from `offset` below `end` return, across segments."""
+    with tempfile.TemporaryDirectory() as d:
+        log = Log.open(os.path.join(d, "b-0"), CONFIG, now_ms=0)
+        for i, n in enumerate(sizes):
+            log.append_as_leader(encode_batch([(None, b"v" * (i % 7 + 1), ())] * n, base_timestamp=i), 0, i)
+        leo = log.log_end_offset
+        offset = data.draw(st.integers(min_value=0, max_value=leo))
+        end = data.draw(st.integers(min_value=0, max_value=leo))
+        expected = 0
+        at = offset
+        while at < end:
+            chunk = log.read(at, 10_000, max_offset=end)
+            if not chunk:
+                break
+            expected += len(chunk)
+            at = [h for _, h in validate_batches(chunk, from_client=False)][-1].last_offset + 1
+        assert log.bytes_available(offset, end) == expected
+        log.close()
