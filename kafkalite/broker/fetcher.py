@@ -14,12 +14,16 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import cancel_and_wait
+from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.partition import Partition
 from kafkalite.core.replica_manager import FetchErrorAction, after_fetch_error
 from kafkalite.rpc.transport import RpcClient, RpcError
+
+if TYPE_CHECKING:
+    from kafkalite.broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ class FetcherTask:
         self.partitions: dict[TP, FetchState] = {}
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
+        self._task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else manager.on_fatal(t.exception()))
 
     def add(self, part: Partition, leader_epoch: int) -> None:
         self.partitions[part.tp] = FetchState(part, leader_epoch)
@@ -80,8 +85,8 @@ class FetcherTask:
             except RpcError as e:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
-            except Exception:  # a bug must not kill replication silently forever
-                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+            except (*OPERATING_ERRORS, OSError) as e:  # e.g. a batch the log refused, a disk error
+                log.warning("fetch from broker %d failed: %r; retrying", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
 
     async def _truncate(self, client: RpcClient) -> None:
@@ -160,8 +165,10 @@ class FetcherTask:
 
 
 class FetcherManager:
-    def __init__(self, settings: dict[str, Any], client_for: Callable[[int], RpcClient | None], broker_epoch: Callable[[], int], metrics: Any):
+    def __init__(self, settings: dict[str, Any], client_for: Callable[[int], RpcClient | None], broker_epoch: Callable[[], int],
+                 metrics: BrokerMetrics, on_fatal: Callable[[BaseException], None]):
         self.settings = settings
+        self.on_fatal = on_fatal  # a fetcher that failed on a bug ends the process, never replication silently
         self.client_for = client_for
         self.broker_epoch = broker_epoch
         self.metrics = metrics

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 
 from kafkalite.aio import cancel_and_wait, spawn
@@ -28,6 +29,7 @@ from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import BrokerChange, Elect, PreferredElectionZnode, Resign, TopicChange, TopicDeletion
+from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
@@ -87,7 +89,7 @@ class Broker:
         self.admin: AdminHttp | None = None
         self.peers: dict[int, RpcClient] = {}
         self.peer_addresses: dict[int, tuple[str, int]] = {}
-        self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics)
+        self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics, self._on_fatal)
         self.replica_manager.fetchers = self.fetchers
         self.replica_manager.alter_isr_due = self._alter_isr_due
         self._alter_isr_wakeup: asyncio.Event | None = None
@@ -127,12 +129,12 @@ class Broker:
         self.controller.start(self.zk)
         self._install_watches()
         self._tasks += [
-            asyncio.create_task(self._serve_clients(), name="client-listener-open"),
-            asyncio.create_task(self._alter_isr_loop(), name="alter-isr"),
-            asyncio.create_task(self._periodic(self._shrink_isr, self.settings["replica.lag.time.max.ms"] / 2000), name="isr-shrink"),
-            asyncio.create_task(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), name="hw-checkpoint"),
-            asyncio.create_task(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), name="retention"),
-            asyncio.create_task(self._periodic(self._flush, 1.0), name="flush"),
+            self._essential(self._serve_clients(), "client-listener-open"),
+            self._essential(self._alter_isr_loop(), "alter-isr"),
+            self._essential(self._periodic(self._shrink_isr, self.settings["replica.lag.time.max.ms"] / 2000), "isr-shrink"),
+            self._essential(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), "hw-checkpoint"),
+            self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
+            self._essential(self._periodic(self._flush, 1.0), "flush"),
         ]
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
@@ -152,6 +154,13 @@ class Broker:
                         time.monotonic() - started, self.broker_id)
         await self.client_listener.start_serving()
         log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
+
+    def _essential(self, coro, name: str) -> asyncio.Task:
+        """A task the broker cannot work without, held in `_tasks` and cancelled at stop; if
+        it ends with an error (a bug), the process ends (`_on_fatal`)."""
+        task = asyncio.create_task(coro, name=name)
+        task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else self._on_fatal(t.exception()))
+        return task
 
     def _on_fatal(self, error: BaseException) -> None:
         """A programmer error in a role this process must not go on without (the
@@ -178,7 +187,7 @@ class Broker:
         if got is None:
             try:
                 self.kazoo.create(path, uuid.uuid4().hex[:22].encode(), makepath=True)
-            except Exception:  # noqa: BLE001 - another broker created it first
+            except NodeExistsError:  # another broker created it first
                 pass
             got = self.zk.get(path)
         return got[0].decode() if got else "kafkalite"
@@ -345,10 +354,8 @@ class Broker:
                 res = fn()
                 if asyncio.iscoroutine(res):
                     await res
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+            except (*OPERATING_ERRORS, OSError, ZkError) as e:  # a disk or ZooKeeper hiccup: next round
+                log.warning("periodic task %s failed: %s", getattr(fn, "__name__", fn), e)
 
     def _shrink_isr(self) -> None:
         self.replica_manager.maybe_shrink_isr()
@@ -444,8 +451,8 @@ class Broker:
             try:
                 await self.loop.run_in_executor(None, self.kazoo.stop)
                 await self.loop.run_in_executor(None, self.kazoo.close)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as e:  # noqa: BLE001 - closing anyway: whatever kazoo raises, we exit
+                log.info("closing the ZooKeeper session failed: %r", e)
         log.info("broker %d stopped", self.broker_id)
 
     def state(self) -> dict[str, Any]:
