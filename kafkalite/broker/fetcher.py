@@ -10,16 +10,16 @@ HW = min(leader HW, own LEO).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.partition import Partition
-from kafkalite.core.replica_manager import FetchErrorAction, after_fetch_error
+from kafkalite.clock import monotonic_ms
+from kafkalite.core.codes import ErrorCode
+from kafkalite.core.replica_manager import FetchErrorAction, Follow
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 if TYPE_CHECKING:
@@ -28,15 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-AWAIT_LEADER_AND_ISR_S = 1.0  # our view or the leader's is stale: retry slowly until LeaderAndIsr
-
-
-@dataclasses.dataclass
-class FetchState:
-    part: Partition
-    leader_epoch: int
-    truncating: bool = True
-    delayed_until: float = 0.0
+AWAIT_LEADER_AND_ISR_MS = 1000  # our view or the leader's is stale: retry slowly until LeaderAndIsr
 
 
 class FetcherTask:
@@ -45,13 +37,13 @@ class FetcherTask:
     def __init__(self, manager: FetcherManager, leader_id: int):
         self.manager = manager
         self.leader_id = leader_id
-        self.partitions: dict[TP, FetchState] = {}
+        self.partitions: dict[TP, Follow] = {}
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self._task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else manager.on_fatal(t.exception()))
 
-    def add(self, part: Partition, leader_epoch: int) -> None:
-        self.partitions[part.tp] = FetchState(part, leader_epoch)
+    def add(self, follow: Follow) -> None:
+        self.partitions[follow.replica.tp] = follow
         self._wakeup.set()
 
     def remove(self, tp: TP) -> None:
@@ -75,7 +67,8 @@ class FetcherTask:
                     continue
                 if any(s.truncating for s in self.partitions.values()):
                     await self._truncate(client)
-                ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= time.monotonic()}
+                now = monotonic_ms()
+                ready = {tp: f for tp, f in self.partitions.items() if not f.truncating and f.ready(now)}
                 if not ready:
                     await asyncio.sleep(backoff_s)
                     continue
@@ -89,79 +82,87 @@ class FetcherTask:
                 log.warning("fetch from broker %d failed: %r; retrying", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
 
+    async def _call(self, client: RpcClient, api: str, body: dict[str, Any], sent: dict[TP, Follow], timeout_ms: int):
+        for f in sent.values():
+            f.in_flight = True
+        try:
+            return await client.call(api, {"broker_epoch": self.manager.broker_epoch(), **body}, timeout_ms=timeout_ms)
+        except RpcError:
+            for f in sent.values():
+                self._on_partition_error(f, int(ErrorCode.REQUEST_TIMED_OUT))
+            raise
+
     async def _truncate(self, client: RpcClient) -> None:
         """KIP-101: ask the leader where our latest epoch ends, truncate to the divergence."""
-        todo = {tp: s for tp, s in self.partitions.items() if s.truncating}
-        req = []
-        for tp, s in todo.items():
-            req.append([tp[0], tp[1], s.leader_epoch, s.part.log.leader_epoch_cache.latest_epoch])
-        header, _ = await client.call(
-            "OffsetsForLeaderEpoch", {"broker_epoch": self.manager.broker_epoch(), "partitions": req},
-            timeout_ms=self.manager.settings["request.timeout.ms"],
-        )
-        for topic, p, error, epoch, end_offset in header.get("partitions", []):
-            tp = (topic, int(p))
-            s = self.partitions.get(tp)
-            if s is None or s is not todo.get(tp):
-                continue
-            if error != 0:
-                self._on_partition_error(tp, s, error)
-                continue
-            self._apply_truncation(s, (epoch, end_offset))
+        todo = {tp: f for tp, f in self.partitions.items() if f.truncating and f.ready(monotonic_ms())}
+        if not todo:
+            return
+        req = [[tp[0], tp[1], f.leader_epoch, f.latest_epoch()] for tp, f in todo.items()]
+        header, _ = await self._call(client, "OffsetsForLeaderEpoch", {"partitions": req}, todo, self.manager.settings["request.timeout.ms"])
+        try:
+            for topic, p, error, epoch, end_offset in header.get("partitions", []):
+                f = todo.get((topic, int(p)))
+                if f is None or self.partitions.get(f.replica.tp) is not f:
+                    continue
+                if error != 0:
+                    self._on_partition_error(f, error)
+                else:
+                    f.on_leader_epoch_end((epoch, end_offset))
+        finally:
+            _answered(todo)
 
-    async def _fetch_once(self, client: RpcClient, ready: dict[TP, FetchState]) -> None:
+    async def _fetch_once(self, client: RpcClient, ready: dict[TP, Follow]) -> None:
         settings = self.manager.settings
-        req = []
-        for tp, s in ready.items():
-            req.append([tp[0], tp[1], s.part.leo, s.leader_epoch, s.part.log.leader_epoch_cache.latest_epoch])
-        header, payload = await client.call(
-            "ReplicaFetch",
-            {
-                "broker_epoch": self.manager.broker_epoch(),
-                "max_wait_ms": settings["replica.fetch.wait.max.ms"],
-                "min_bytes": settings["replica.fetch.min.bytes"],
-                "max_bytes": settings["replica.fetch.response.max.bytes"],
-                "partition_max_bytes": settings["replica.fetch.max.bytes"],
-                "partitions": req,
-            },
-            timeout_ms=settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"],
-        )
-        if header.get("error", 0) != 0:
-            raise RpcError(f"ReplicaFetch refused with error {header['error']}")
+        req = [[tp[0], tp[1], f.replica.leo, f.leader_epoch, f.latest_epoch()] for tp, f in ready.items()]
+        header, payload = await self._call(client, "ReplicaFetch", {
+            "max_wait_ms": settings["replica.fetch.wait.max.ms"],
+            "min_bytes": settings["replica.fetch.min.bytes"],
+            "max_bytes": settings["replica.fetch.response.max.bytes"],
+            "partition_max_bytes": settings["replica.fetch.max.bytes"],
+            "partitions": req,
+        }, ready, settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
+        try:
+            if header.get("error", 0) != 0:
+                for f in ready.values():
+                    self._on_partition_error(f, int(header["error"]))
+                raise RpcError(f"ReplicaFetch refused with error {header['error']}")
+            self._apply_fetched(header, payload, ready)
+        finally:
+            _answered(ready)
+
+    def _apply_fetched(self, header: dict[str, Any], payload: memoryview, ready: dict[TP, Follow]) -> None:
         for entry in header.get("partitions", []):
             topic, p, error, hw, log_start, leo, pos, size, div_epoch, div_end = entry
-            tp = (topic, int(p))
-            s = self.partitions.get(tp)
-            if s is None or s is not ready.get(tp):
+            f = ready.get((topic, int(p)))
+            if f is None or self.partitions.get(f.replica.tp) is not f:
                 continue  # removed or re-added while the fetch was in flight
-            part = s.part
             if error != 0:
-                self._on_partition_error(tp, s, error, leader_log_start=log_start, leader_leo=leo)
-                continue
-            if div_epoch is not None:
-                self._apply_truncation(s, (div_epoch, div_end))
-                continue
-            records = bytes(payload[pos : pos + size]) if size else b""
-            part.append_as_follower(records, hw)
-            self.manager.on_fetched(tp, max(leo - part.leo, 0))
+                self._on_partition_error(f, error, leader_log_start=log_start, leader_leo=leo)
+            elif div_epoch is not None:
+                f.on_leader_epoch_end((div_epoch, div_end))
+            else:
+                part = f.replica
+                assert isinstance(part, Partition)
+                part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                f.on_fetched(hw)
+                self.manager.on_fetched(part.tp, max(leo - part.leo, 0))
 
-    def _apply_truncation(self, s: FetchState, leader_answer: tuple[int, int]) -> None:
-        """KIP-101 (the core decides where); an incomplete answer (we lacked the leader's
-        epoch) asks again about an older one."""
-        s.truncating = not s.part.truncate_by_epoch(leader_answer)
+    def _on_partition_error(self, f: Follow, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
+        settings = self.manager.settings
+        action = f.on_error(error, monotonic_ms(), backoff_ms=settings["replica.fetch.backoff.ms"],
+                            await_leader_and_isr_ms=AWAIT_LEADER_AND_ISR_MS, leader_log_start=leader_log_start, leader_leo=leader_leo)
+        if action is FetchErrorAction.RESTART_AT_LEADER_LOG_START:
+            part = f.replica
+            assert isinstance(part, Partition)
+            log.warning("%s: our LEO %d is below the leader's log start %d; restarting there", part.tp, part.leo, leader_log_start)
+            part.truncate_fully_and_start_at(leader_log_start)
 
-    def _on_partition_error(self, tp: TP, s: FetchState, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
-        part = s.part
-        match after_fetch_error(part, error, leader_log_start, leader_leo):
-            case FetchErrorAction.RESTART_AT_LEADER_LOG_START:
-                log.warning("%s: our LEO %d is below the leader's log start %d; restarting there", tp, part.leo, leader_log_start)
-                part.truncate_fully_and_start_at(leader_log_start)
-            case FetchErrorAction.TRUNCATE_AGAIN:
-                s.truncating = True
-            case FetchErrorAction.AWAIT_LEADER_AND_ISR:
-                s.delayed_until = time.monotonic() + AWAIT_LEADER_AND_ISR_S
-            case FetchErrorAction.BACK_OFF:
-                s.delayed_until = time.monotonic() + self.manager.settings["replica.fetch.backoff.ms"] / 1000
+
+def _answered(sent: dict[TP, Follow]) -> None:
+    """The request is over: a partition the answer did not mention (or that failed on the
+    way) may be fetched again."""
+    for f in sent.values():
+        f.in_flight = False
 
 
 class FetcherManager:
@@ -178,14 +179,15 @@ class FetcherManager:
     def has_partition(self, tp: TP) -> bool:
         return tp in self._where
 
-    def add_partitions(self, items: list[tuple[Partition, int, int]]) -> None:
-        for part, leader_id, leader_epoch in items:
-            self.remove_partitions([part.tp])
-            fetcher = self.fetchers.get(leader_id)
+    def add(self, follows: list[Follow]) -> None:
+        for f in follows:
+            tp = f.replica.tp
+            self.remove_partitions([tp])
+            fetcher = self.fetchers.get(f.leader)
             if fetcher is None:
-                fetcher = self.fetchers[leader_id] = FetcherTask(self, leader_id)
-            fetcher.add(part, leader_epoch)
-            self._where[part.tp] = leader_id
+                fetcher = self.fetchers[f.leader] = FetcherTask(self, f.leader)
+            fetcher.add(f)
+            self._where[tp] = f.leader
 
     def remove_partitions(self, tps: list[TP]) -> None:
         for tp in tps:

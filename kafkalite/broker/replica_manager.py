@@ -137,7 +137,7 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.remove_partitions(changes.stop_fetching + changes.removed)
             if changes.fetch:
-                self.fetchers.add_partitions([(self.partitions[tp], leader, epoch) for tp, (leader, epoch) in changes.fetch.items()])
+                self.fetchers.add(list(changes.fetch.values()))
         for tp in changes.removed:
             self.delayed.wake(tp)  # waiting produces and fetches learn it is gone
             if changes.delete:

@@ -199,12 +199,59 @@ def after_fetch_error(replica: Replica, error: int, leader_log_start: int = -1, 
     return FetchErrorAction.BACK_OFF
 
 
+@dataclass(eq=False)
+class Follow:
+    """One partition this broker follows (seed G, KIP-101): from which leader at which
+    epoch, and what it needs next. A new LeaderAndIsr makes a new Follow, so an answer to a
+    request made for an older one is recognised (`is not`) and dropped by the driver."""
+
+    replica: Replica
+    leader: int
+    leader_epoch: int
+    truncating: bool = True  # ask OffsetsForLeaderEpoch before fetching
+    in_flight: bool = False
+    not_before_ms: int = 0
+
+    def ready(self, now_ms: int) -> bool:
+        return not self.in_flight and now_ms >= self.not_before_ms
+
+    def latest_epoch(self) -> int:
+        entries = self.replica.replica_log.epoch_entries()
+        return entries[-1][0] if entries else -1
+
+    def on_leader_epoch_end(self, answer: EpochEndOffset | tuple[int, int]) -> None:
+        """The leader's (epoch, end offset) for our latest epoch, from OffsetsForLeaderEpoch
+        or a DIVERGING_EPOCH fetch answer: truncate there (KIP-101); when that did not
+        settle it, ask again about an older epoch."""
+        self.in_flight = False
+        self.truncating = not self.replica.truncate_by_epoch(answer)
+
+    def on_fetched(self, leader_hw: int) -> None:
+        """Records from the fetch offset were appended (or none came)."""
+        self.in_flight = False
+        self.replica.follower_appended(leader_hw)
+
+    def on_error(self, error: int, now_ms: int, *, backoff_ms: int, await_leader_and_isr_ms: int,
+                 leader_log_start: int = -1, leader_leo: int = -1) -> FetchErrorAction:
+        """The leader answered an error, or nothing (REQUEST_TIMED_OUT). The driver carries
+        out RESTART_AT_LEADER_LOG_START (a log operation only the broker has)."""
+        self.in_flight = False
+        action = after_fetch_error(self.replica, error, leader_log_start, leader_leo)
+        if action is FetchErrorAction.TRUNCATE_AGAIN:
+            self.truncating = True
+        elif action is FetchErrorAction.AWAIT_LEADER_AND_ISR:
+            self.not_before_ms = now_ms + await_leader_and_isr_ms
+        elif action is FetchErrorAction.BACK_OFF:
+            self.not_before_ms = now_ms + backoff_ms
+        return action
+
+
 @dataclass
 class RoleChanges:
     """What a LeaderAndIsr or StopReplica decided, for the driver to carry out."""
 
     codes: list[tuple[TP, int]] = field(default_factory=list)
-    fetch: dict[TP, tuple[int, int]] = field(default_factory=dict)  # start fetching from (leader, leader epoch)
+    fetch: dict[TP, Follow] = field(default_factory=dict)  # start fetching (from Follow.leader at its epoch)
     stop_fetching: list[TP] = field(default_factory=list)
     removed: list[TP] = field(default_factory=list)  # replicas gone from this broker
     delete: bool = False  # ... and their logs are to be deleted
@@ -230,7 +277,7 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.topic_configs: dict[str, dict[str, str]] = {}
-        self.fetching: dict[TP, tuple[int, int]] = {}  # followed partition -> (leader, leader epoch)
+        self.fetching: dict[TP, Follow] = {}  # followed partitions
         self.last_init_controller_epoch = -1
         self._alter_isr_due: set[TP] = set()
         self._alter_isr_in_flight: dict[TP, AlterIsrItem] = {}
@@ -294,7 +341,9 @@ class ReplicaManager:
             old = (replica.state.leader_id, replica.leader_epoch)
             replica.make_follower(st, now_ms)
             if st.leader >= 0 and (old != (st.leader, st.leader_epoch) or tp not in self.fetching):
-                self.fetching[tp] = out.fetch[tp] = (st.leader, st.leader_epoch)
+                if tp in self.fetching:
+                    out.stop_fetching.append(tp)  # the old Follow ends; answers to it are dropped
+                self.fetching[tp] = out.fetch[tp] = Follow(replica, st.leader, st.leader_epoch)
             elif st.leader < 0:
                 self._stop_fetching(tp, out)
         self._alter_isr_in_flight.pop(tp, None)  # an answer to it will be ignored (the state moved)

@@ -25,8 +25,8 @@ from kafkalite.core.messages import (
     LeaderAndIsr,
 )
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
-from kafkalite.core.replica_manager import FetchErrorAction, Replica, ReplicaManager, RoleChanges, after_fetch_error
-from kafkalite.core.truncation import assign_epoch, latest_epoch, truncate_epochs_from_end
+from kafkalite.core.replica_manager import Follow, Replica, ReplicaManager, RoleChanges
+from kafkalite.core.truncation import assign_epoch, truncate_epochs_from_end
 from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.world import ZK, Message
 
@@ -69,19 +69,11 @@ class DiskReplica:
         truncate_epochs_from_end(self.epochs, offset)
 
 
-@dataclass(eq=False)
-class FetchState:
-    leader: int
-    leader_epoch: int
-    truncating: bool = True
-    inflight: bool = False
-
-
 class SimReplica(Replica):
     def __init__(self, tp: TP, broker_id: int, disk: DiskReplica) -> None:
         super().__init__(tp[0], tp[1], broker_id, disk, disk.hw_checkpoint)
         self.disk = disk
-        self.fetch: FetchState | None = None
+        self.fetch: Follow | None = None
 
     @property
     def log(self) -> list[tuple[int, int]]:
@@ -257,9 +249,9 @@ class SimBroker:
             rep = self.replicas[tp]
             self.sim.trace_note(f"b{self.id} leads {tp} epoch {epoch} at LEO {rep.leo} HW {rep.hw}")
             self.sim.checker.on_become_leader(self, rep, epoch)
-        for tp, (leader, epoch) in changes.fetch.items():
+        for tp, follow in changes.fetch.items():
             rep = self.replicas[tp]
-            rep.fetch = FetchState(leader, epoch)
+            rep.fetch = follow
             if self.cfg.bug_truncate_to_hw:
                 # The seed's becomeFollower: "truncate the log to r.hw" (what KIP-101 fixed).
                 rep.truncate_to(min(rep.hw, rep.leo))
@@ -272,52 +264,45 @@ class SimBroker:
 
     def _maybe_fetch(self, tp: TP) -> None:
         rep = self.replicas.get(tp)
-        fs = None if rep is None else rep.fetch
-        if rep is None or fs is None or fs.inflight:
+        f = None if rep is None else rep.fetch
+        if rep is None or f is None or not f.ready(self.now):
             return
-        fs.inflight = True
-        if fs.truncating:
-            body = {"tp": tp, "current_leader_epoch": fs.leader_epoch, "epoch": latest_epoch(rep.disk.epochs)}
-            self.rpc(fs.leader, "OffsetsForLeaderEpoch", body, lambda r: self._on_epoch_answer(rep, fs, r))
+        f.in_flight = True
+        if f.truncating:
+            body = {"tp": tp, "current_leader_epoch": f.leader_epoch, "epoch": f.latest_epoch()}
+            self.rpc(f.leader, "OffsetsForLeaderEpoch", body, lambda r: self._on_epoch_answer(rep, f, r))
             return
-        last_fetched = -1 if self.cfg.bug_truncate_to_hw else latest_epoch(rep.disk.epochs)
-        body = {"tp": tp, "replica": self.id, "offset": rep.leo, "current_leader_epoch": fs.leader_epoch,
+        last_fetched = -1 if self.cfg.bug_truncate_to_hw else f.latest_epoch()
+        body = {"tp": tp, "replica": self.id, "offset": rep.leo, "current_leader_epoch": f.leader_epoch,
                 "last_fetched_epoch": last_fetched}
-        self.rpc(fs.leader, "ReplicaFetch", body, lambda r: self._on_fetch(rep, fs, r))
+        self.rpc(f.leader, "ReplicaFetch", body, lambda r: self._on_fetch(rep, f, r))
 
     def _fetch_again(self, rep: SimReplica, delay_ms: int) -> None:
         self.sim.node_after(self.id, delay_ms, "fetch", lambda: self._maybe_fetch(rep.tp))
 
-    def _current(self, rep: SimReplica, fs: FetchState) -> bool:
-        if rep.fetch is not fs or self.replicas.get(rep.tp) is not rep:
-            return False
-        fs.inflight = False
-        return True
-
-    def _truncate_by_epoch(self, rep: SimReplica, fs: FetchState, answer: tuple[int, int]) -> None:
+    def _truncate_by_epoch(self, rep: SimReplica, f: Follow, answer: tuple[int, int]) -> None:
         leo = rep.leo
-        fs.truncating = not rep.truncate_by_epoch(answer)
+        f.on_leader_epoch_end(answer)
         if rep.leo < leo:
             self.sim.trace_note(f"b{self.id} {rep.tp} truncates {leo}->{rep.leo} (leader said {answer})")
-
-    def _on_epoch_answer(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
-        if not self._current(rep, fs):
-            return
-        if resp is None or resp["error"] != 0:
-            self._on_fetch_error(rep, fs, resp)
-            return
-        self._truncate_by_epoch(rep, fs, (resp["epoch"], resp["end_offset"]))
         self._fetch_again(rep, 0)
 
-    def _on_fetch(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
-        if not self._current(rep, fs):
+    def _on_epoch_answer(self, rep: SimReplica, f: Follow, resp: dict[str, Any] | None) -> None:
+        if rep.fetch is not f or self.replicas.get(rep.tp) is not rep:
             return
         if resp is None or resp["error"] != 0:
-            self._on_fetch_error(rep, fs, resp)
+            self._on_fetch_error(rep, f, resp)
+        else:
+            self._truncate_by_epoch(rep, f, (resp["epoch"], resp["end_offset"]))
+
+    def _on_fetch(self, rep: SimReplica, f: Follow, resp: dict[str, Any] | None) -> None:
+        if rep.fetch is not f or self.replicas.get(rep.tp) is not rep:
+            return
+        if resp is None or resp["error"] != 0:
+            self._on_fetch_error(rep, f, resp)
             return
         if "diverging" in resp:
-            self._truncate_by_epoch(rep, fs, resp["diverging"])
-            self._fetch_again(rep, 0)
+            self._truncate_by_epoch(rep, f, resp["diverging"])
             return
         assert resp["offset"] == rep.leo  # one fetch in flight; nothing else appends
         for leader_epoch, payload in resp["records"]:
@@ -325,19 +310,14 @@ class SimBroker:
             rep.log.append((leader_epoch, payload))
         if self.cfg.flush_mode == "always":
             rep.disk.flushed = rep.leo
-        rep.follower_appended(resp["hw"])
+        f.on_fetched(resp["hw"])
         self._fetch_again(rep, 0 if resp["records"] else self.cfg.fetch_backoff_ms)
 
-    def _on_fetch_error(self, rep: SimReplica, fs: FetchState, resp: dict[str, Any] | None) -> None:
+    def _on_fetch_error(self, rep: SimReplica, f: Follow, resp: dict[str, Any] | None) -> None:
         code = int(E.REQUEST_TIMED_OUT) if resp is None else resp["error"]
-        match after_fetch_error(rep, code, -1, -1 if resp is None else resp.get("leo", -1)):
-            case FetchErrorAction.TRUNCATE_AGAIN:
-                fs.truncating = True
-                self._fetch_again(rep, 0)
-            case FetchErrorAction.AWAIT_LEADER_AND_ISR:
-                self._fetch_again(rep, 5 * self.cfg.fetch_backoff_ms)
-            case _:  # BACK_OFF; the simulated log starts at 0 (no retention)
-                self._fetch_again(rep, self.cfg.fetch_backoff_ms)
+        f.on_error(code, self.now, backoff_ms=self.cfg.fetch_backoff_ms, await_leader_and_isr_ms=5 * self.cfg.fetch_backoff_ms,
+                   leader_leo=-1 if resp is None else resp.get("leo", -1))  # the simulated log starts at 0: no restart
+        self._fetch_again(rep, max(f.not_before_ms - self.now, 0))
 
     # ------------------------------------------------------------ leader side
 

@@ -82,7 +82,7 @@ def test_leading_assigns_the_epoch_at_the_leo_and_following_starts_one_fetch():
     changes = rm.on_leader_and_isr(lai(1, 3), 0)
     assert changes.new_leaderships == [(TP, 3)] and logs[TP].epochs == [(3, 0)]
     changes = rm.on_leader_and_isr(lai(2, 4, version=1), 0)
-    assert changes.fetch == {TP: (2, 4)} and changes.codes == [(TP, 0)]
+    assert {tp: (f.leader, f.leader_epoch) for tp, f in changes.fetch.items()} == {TP: (2, 4)} and changes.codes == [(TP, 0)]
     again = rm.on_leader_and_isr(lai(2, 4, version=1), 0)  # re-delivered: already fetching from 2 at 4
     assert again.fetch == {}
     back = rm.on_leader_and_isr(lai(1, 5, version=2), 0)
@@ -150,6 +150,26 @@ def test_append_checks():
     assert rm.check_append(TP, 1, 2).is_leader  # acks=1 ignores min.insync
     with pytest.raises(NotEnoughReplicasError):
         rm.check_append(TP, -1, 2)
+
+
+def test_a_follow_truncates_by_epoch_then_fetches_and_backs_off_after_errors():
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 3)
+    logs[TP].append(1, 2)
+    (follow,) = rm.on_leader_and_isr(lai(2, 2), 0).fetch.values()
+    assert follow.truncating and follow.ready(0) and follow.latest_epoch() == 1
+    follow.in_flight = True
+    assert not follow.ready(0)
+    follow.on_leader_epoch_end((0, 3))  # the leader's epoch 0 ended at 3: our epoch-1 records go
+    assert not follow.truncating and not follow.in_flight and follow.replica.leo == 3
+    follow.in_flight = True
+    assert follow.on_error(int(ErrorCode.FENCED_LEADER_EPOCH), 100, backoff_ms=10, await_leader_and_isr_ms=1000) is FetchErrorAction.AWAIT_LEADER_AND_ISR
+    assert not follow.ready(500) and follow.ready(1100)
+    follow.on_error(int(ErrorCode.OFFSET_OUT_OF_RANGE), 1100, backoff_ms=10, await_leader_and_isr_ms=1000, leader_leo=1)
+    assert follow.truncating  # we are ahead of the leader: the epoch round again
+    again = rm.on_leader_and_isr(lai(3, 3, version=1), 0).fetch[TP]
+    assert again is not follow and rm.fetching[TP] is again  # answers to the old one are dropped
 
 
 def test_follower_truncation_by_epoch_and_fetch_errors():
