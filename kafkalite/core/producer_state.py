@@ -174,24 +174,6 @@ class ProducerStateTable:
             assert first_offset > entry.batches[-1].last_offset
         entry.batches.append(BatchMetadata(base_sequence, last_sequence, first_offset, last_offset))
 
-    def check_and_record(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        base_sequence: int,
-        last_sequence: int,
-        first_offset: int,
-        last_offset: int,
-    ) -> Verdict:
-        """`check`, and `record` if the verdict is APPEND (for callers that know the
-        offsets up front, e.g. a follower or a test)."""
-        verdict = self.check(producer_id, producer_epoch, base_sequence, last_sequence)
-        if verdict.is_append:
-            self.record(
-                producer_id, producer_epoch, base_sequence, last_sequence, first_offset, last_offset
-            )
-        return verdict
-
     @classmethod
     def rebuild(
         cls, headers: Iterable[BatchHeader], batches_kept: int = BATCHES_KEPT_PER_PRODUCER

@@ -80,9 +80,6 @@ class Purgatory(Generic[OpId]):
     def __contains__(self, op_id: object) -> bool:
         return op_id in self._ops
 
-    def watched_keys(self, op_id: OpId) -> tuple[Key, ...]:
-        return self._ops[op_id].keys
-
     def add(
         self, op_id: OpId, keys: Iterable[Key], deadline_ms: int, check: Callable[[], bool]
     ) -> bool:
@@ -123,15 +120,6 @@ class Purgatory(Generic[OpId]):
                 self._end(op, OpEvent.COMPLETE)
                 completed.append(op_id)  # type: ignore[arg-type]
         return completed
-
-    def force_complete(self, op_id: OpId) -> bool:
-        """Complete now whatever the check says (e.g. the broker is shutting down).
-        Returns False if the op already ended."""
-        op = self._ops.get(op_id)
-        if op is None:
-            return False
-        self._end(op, OpEvent.COMPLETE)
-        return True
 
     def cancel(self, op_id: OpId) -> bool:
         """Drop without completing (the client went away). False if already ended."""

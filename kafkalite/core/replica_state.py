@@ -560,10 +560,6 @@ class PartitionReplicaState:
 
     # --------------------------------------------------------------- acks=all
 
-    def required_acks_satisfied(self, offset: int) -> bool:
-        """acks=all for a batch whose last offset is `offset`: the HW has passed it."""
-        return self._hw > offset
-
     def under_min_isr(self, min_insync_replicas: int) -> bool:
         """Checked before an acks=all append (NOT_ENOUGH_REPLICAS). Like Kafka
         (Partition.appendRecordsToLeader) this uses the committed ISR, not the maximal:

@@ -145,17 +145,6 @@ def follower_truncation_state(
     return TruncationState(truncate_to=truncate_to, completed=True)
 
 
-def follower_truncation_offset(
-    local_epoch_entries: Sequence[EpochEntry],
-    local_leo: int,
-    leader_answer: EpochEndOffset | tuple[int, int],
-    local_hw: int | None = None,
-) -> int:
-    """The offset to truncate to; see `follower_truncation_state` (which also says whether
-    another OffsetsForLeaderEpoch round is needed)."""
-    return follower_truncation_state(local_epoch_entries, local_leo, leader_answer, local_hw).truncate_to
-
-
 def diverging_epoch_check(
     leader_entries: Sequence[EpochEntry],
     leader_leo: int,

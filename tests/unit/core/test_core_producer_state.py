@@ -13,26 +13,34 @@ from kafkalite.core.producer_state import (
     last_sequence,
 )
 
+
+def check_and_record(table, producer_id, producer_epoch, base_sequence, last_sequence, first_offset, last_offset):
+    """check, then record if APPEND: what the broker does around its append."""
+    verdict = table.check(producer_id, producer_epoch, base_sequence, last_sequence)
+    if verdict.is_append:
+        table.record(producer_id, producer_epoch, base_sequence, last_sequence, first_offset, last_offset)
+    return verdict
+
 PID = 1000
 
 
 def test_non_idempotent_always_appends():
     table = ProducerStateTable()
     for _ in range(3):
-        assert table.check_and_record(-1, -1, -1, -1, 0, 0) == APPEND
+        assert check_and_record(table, -1, -1, -1, -1, 0, 0) == APPEND
     assert len(table) == 0
 
 
 def test_in_order_batches_append():
     table = ProducerStateTable()
-    assert table.check_and_record(PID, 0, 0, 9, 0, 9) == APPEND
-    assert table.check_and_record(PID, 0, 10, 19, 10, 19) == APPEND
+    assert check_and_record(table, PID, 0, 0, 9, 0, 9) == APPEND
+    assert check_and_record(table, PID, 0, 10, 19, 10, 19) == APPEND
 
 
 def test_retry_of_recent_batch_is_duplicate_with_original_offsets():
     table = ProducerStateTable()
-    table.check_and_record(PID, 0, 0, 4, 100, 104)
-    table.check_and_record(PID, 0, 5, 9, 105, 109)
+    check_and_record(table, PID, 0, 0, 4, 100, 104)
+    check_and_record(table, PID, 0, 5, 9, 105, 109)
     assert table.check(PID, 0, 0, 4) == duplicate(100, 104)
     assert table.check(PID, 0, 5, 9) == duplicate(105, 109)
 
@@ -40,14 +48,14 @@ def test_retry_of_recent_batch_is_duplicate_with_original_offsets():
 def test_only_last_five_batches_are_remembered():
     table = ProducerStateTable()
     for i in range(6):
-        table.check_and_record(PID, 0, i, i, 10 + i, 10 + i)
+        check_and_record(table, PID, 0, i, i, 10 + i, 10 + i)
     assert table.check(PID, 0, 0, 0).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert table.check(PID, 0, 1, 1) == duplicate(11, 11)
 
 
 def test_gap_is_out_of_order():
     table = ProducerStateTable()
-    table.check_and_record(PID, 0, 0, 4, 0, 4)
+    check_and_record(table, PID, 0, 0, 4, 0, 4)
     verdict = table.check(PID, 0, 6, 8)
     assert verdict.kind is VerdictKind.ERROR
     assert verdict.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -55,15 +63,15 @@ def test_gap_is_out_of_order():
 
 def test_older_epoch_is_fenced():
     table = ProducerStateTable()
-    table.check_and_record(PID, 3, 0, 0, 0, 0)
+    check_and_record(table, PID, 3, 0, 0, 0, 0)
     assert table.check(PID, 2, 1, 1).error == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_new_epoch_must_start_at_zero():
     table = ProducerStateTable()
-    table.check_and_record(PID, 0, 0, 4, 0, 4)
+    check_and_record(table, PID, 0, 0, 4, 0, 4)
     assert table.check(PID, 1, 5, 5).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert table.check_and_record(PID, 1, 0, 0, 5, 5) == APPEND
+    assert check_and_record(table, PID, 1, 0, 0, 5, 5) == APPEND
     # the old epoch's batches are forgotten with it
     assert table.check(PID, 1, 0, 0) == duplicate(5, 5)
     assert table.check(PID, 0, 0, 4).error == ErrorCode.INVALID_PRODUCER_EPOCH
@@ -76,7 +84,7 @@ def test_unknown_producer_accepted_at_any_sequence():
 
 def test_sequence_wraps_at_int32_max():
     table = ProducerStateTable()
-    table.check_and_record(PID, 0, SEQUENCE_MAX - 1, SEQUENCE_MAX, 0, 1)
+    check_and_record(table, PID, 0, SEQUENCE_MAX - 1, SEQUENCE_MAX, 0, 1)
     assert table.check(PID, 0, 0, 2) == APPEND
     assert last_sequence(SEQUENCE_MAX - 1, 4) == 1
     assert last_sequence(0, 3) == 2

@@ -61,15 +61,13 @@ def test_bounded_size():
         purgatory.add(1, [A], 10, lambda: False)
 
 
-def test_cancel_and_force_complete():
+def test_cancel():
     purgatory = Purgatory()
     purgatory.add(1, [A], 10, lambda: False)
     purgatory.add(2, [A], 10, lambda: False)
     assert purgatory.cancel(1) is True
     assert purgatory.cancel(1) is False
-    assert purgatory.force_complete(2) is True
-    assert purgatory.force_complete(2) is False
-    assert purgatory.poll(100) == []
+    assert purgatory.poll(100) == [2]
 
 
 @settings(max_examples=100, deadline=None)

@@ -15,11 +15,14 @@ from kafkalite.core.truncation import (
     assign_epoch,
     diverging_epoch_check,
     end_offset_for_epoch,
-    follower_truncation_offset,
     follower_truncation_state,
     latest_epoch,
     truncate_epochs_from_end,
 )
+
+
+def truncation_offset(*args):
+    return follower_truncation_state(*args).truncate_to
 
 
 def epochs_of(log):
@@ -70,7 +73,7 @@ def test_kip101_scenario1_truncate_to_hw_loses_acknowledged_write():
 def test_kip101_scenario1_offset_function_directly():
     answer = end_offset_for_epoch([(0, 0)], 2, requested_epoch=0)
     assert answer == EpochEndOffset(0, 2)
-    assert follower_truncation_offset([(0, 0)], 2, answer) == 2
+    assert truncation_offset([(0, 0)], 2, answer) == 2
 
 
 # ---------------------------------------------------------- KIP-101 scenario 2
@@ -100,7 +103,7 @@ def test_kip101_scenario2_offset_function_directly():
     leader_entries = [(0, 0), (1, 1)]
     answer = end_offset_for_epoch(leader_entries, 2, requested_epoch=0)
     assert answer == EpochEndOffset(0, 1)
-    assert follower_truncation_offset([(0, 0)], 2, answer) == 1
+    assert truncation_offset([(0, 0)], 2, answer) == 1
 
 
 # -------------------------------------------------- OffsetsForLeaderEpoch semantics
@@ -129,11 +132,11 @@ def test_follower_truncation_undefined_answer_falls_back_to_hw():
     state = follower_truncation_state([(0, 0)], 8, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), local_hw=3)
     assert state.truncate_to == 3
     assert state.completed
-    assert follower_truncation_offset([(0, 0)], 8, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)) == 0
+    assert truncation_offset([(0, 0)], 8, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)) == 0
 
 
 def test_follower_truncation_never_beyond_own_leo():
-    assert follower_truncation_offset([(0, 0)], 2, (0, 9)) == 2
+    assert truncation_offset([(0, 0)], 2, (0, 9)) == 2
 
 
 def test_assign_and_truncate_epochs():
