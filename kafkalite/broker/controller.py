@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+ELECTION_RETRY_S = 0.5  # after a failover that failed on ZooKeeper
 
 
 class Controller:
@@ -101,6 +102,10 @@ class Controller:
             except ZkError as e:
                 log.warning("controller event %s failed on ZooKeeper: %s", name_of(ev), e)
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
+                if isinstance(ev, Elect) and not self.core.active:
+                    # We may hold /controller without acting as controller: try again (the
+                    # election recognises our own /controller) until we act or it is gone.
+                    spawn(self._elect_again_after(ELECTION_RETRY_S), name="controller-elect-retry", owner=self._owned)
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
                 log.info("controller event %s took %.0f ms", name_of(ev), took_ms)
@@ -263,6 +268,8 @@ class Controller:
         won = await self._zk(self.zk.try_become_controller, self.broker_id)
         if won is None:
             return
+        if self.channel is not None:  # left by a failover that failed on ZooKeeper
+            await self.channel.close()
         self.epoch_zk_version = won.epoch_zk_version
         t0 = time.monotonic()
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, won.epoch)
@@ -276,6 +283,10 @@ class Controller:
         log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.core.states))
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
+
+    async def _elect_again_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        self.enqueue(Elect())
 
     async def _resign(self) -> None:
         if not self.core.active:

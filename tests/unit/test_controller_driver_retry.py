@@ -1,0 +1,65 @@
+"""The controller's asyncio driver: a failover that fails on ZooKeeper after winning
+/controller must not leave this broker holding /controller without acting as controller
+(nobody else could be elected until its session expired). It tries again."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.broker import controller as controller_module
+from kafkalite.broker.controller import Controller
+from kafkalite.broker.controller_events import Elect
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.zk.client import ControllerElection
+from kafkalite.zk.errors import ZkConnectionLossError
+
+SETTINGS = {"unclean.leader.election.enable": False, "controller.enable": True, "controller.socket.timeout.ms": 1000,
+            "auto.leader.rebalance.enable": False, "leader.imbalance.per.broker.percentage": 10}
+
+
+class FlakyZk:
+    """The reads a failover makes; get_topics loses the connection the first time."""
+
+    def __init__(self):
+        self.topic_reads = 0
+
+    def try_become_controller(self, broker_id):
+        return ControllerElection(7, 3)  # won, or (the retry) recognised as already ours
+
+    def get_brokers(self):
+        return {}
+
+    def get_topics(self):
+        self.topic_reads += 1
+        if self.topic_reads == 1:
+            raise ZkConnectionLossError("connection lost")
+        return []
+
+    def get_topic_assignments(self, names):
+        return {}
+
+    def get_partition_states(self, tps, with_mzxid=False):
+        return {}
+
+    def get_topics_marked_for_deletion(self):
+        return []
+
+    def get(self, path):
+        return None
+
+    def resign_controller(self, broker_id):
+        return True
+
+
+async def test_a_failover_that_fails_on_zookeeper_is_tried_again(monkeypatch):
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
+    ctrl.start(zk)  # type: ignore[arg-type]
+    ctrl.enqueue(Elect())
+    for _ in range(200):
+        if ctrl.active:
+            break
+        await asyncio.sleep(0.01)
+    assert ctrl.active and zk.topic_reads == 2 and ctrl.core.epoch == 7
+    await ctrl.close()
