@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.aio import cancel_and_wait, spawn
-from kafkalite.core.controller_sends import METADATA_BARRIER_WAIT_MS, merged, resend_backoff_ms
+from kafkalite.core.controller_sends import METADATA_BARRIER_WAIT_MS, SendQueue
 from kafkalite.core.messages import ControllerRequest, LeaderAndIsr, UpdateMetadata
 from kafkalite.rpc.transport import RpcClient, RpcError
 
@@ -30,71 +30,61 @@ class _Queued:
 
 
 class BrokerSender:
+    """Drives one broker's core SendQueue over the RPC client."""
+
     def __init__(self, broker_id: int, broker_epoch: int, client: RpcClient, timeout_ms: int, on_response: Callable[[int, str, dict[str, Any]], None]):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.client = client
         self.timeout_ms = timeout_ms
         self.on_response = on_response
-        self._queue: list[_Queued] = []
-        self._in_flight: list[_Queued] = []  # the items merged into the request being sent
+        self.queue = SendQueue(broker_id, broker_epoch)
         self._event = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"controller-sender-{broker_id}")
 
     def enqueue(self, item: _Queued) -> None:
-        assert item.request.broker_epoch == self.broker_epoch, "a request for another registration of this broker"
-        self._queue.append(item)
+        self.queue.push(item.request, item)
         self._event.set()
-
-    def _take_batch(self) -> tuple[ControllerRequest, list[_Queued]]:
-        """The next request: the head of the queue merged with the followers it merges
-        with, and the queued items it answers."""
-        head = self._queue.pop(0)
-        request, items = head.request, [head]
-        while self._queue and (both := merged(request, self._queue[0].request)) is not None:
-            request = both
-            items.append(self._queue.pop(0))
-        return request, items
 
     async def _run(self) -> None:
         while True:
-            if not self._queue:
+            request = self.queue.next()
+            if request is None:
                 self._event.clear()
                 await self._event.wait()
                 continue
-            request, self._in_flight = self._take_batch()
             api = type(request).__name__
-            barrier = {f for q in self._in_flight for f in q.barrier if not f.done()}
+            barrier = {f for q in self.queue.in_flight_tokens for f in q.barrier if not f.done()}
             if barrier:
                 await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_MS / 1000)
             result = await self._send_until_answered(api, request.to_wire())
-            for q in self._in_flight:
+            items = self.queue.answered()
+            for q in items:
                 if q.future is not None and not q.future.done():
                     q.future.set_result(result)
-            _release(self._in_flight)  # answered: metadata may follow
-            self._in_flight = []
+            _release(items)  # answered: metadata may follow
             self.on_response(self.broker_id, api, result)
 
     async def _send_until_answered(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         """Until the broker answers; only closing this sender (the broker left or
         re-registered, or the controller resigned) ends it otherwise."""
-        attempt = 0
         while True:
             try:
                 header, _ = await self.client.call(api, body, timeout_ms=self.timeout_ms)
                 return dict(header)
             except RpcError as e:
-                attempt += 1
-                if attempt % SEND_FAILURES_LOGGED_EVERY == 0:
-                    log.warning("%s to broker %d still unanswered after %d attempts: %s", api, self.broker_id, attempt, e)
+                backoff_ms = self.queue.failed()
+                if self.queue.attempt % SEND_FAILURES_LOGGED_EVERY == 0:
+                    log.warning("%s to broker %d still unanswered after %d attempts: %s", api, self.broker_id, self.queue.attempt, e)
                 else:
-                    log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, attempt, e)
-                await asyncio.sleep(resend_backoff_ms(attempt) / 1000)
+                    log.debug("%s to broker %d failed (attempt %d): %s", api, self.broker_id, self.queue.attempt, e)
+                await asyncio.sleep(backoff_ms / 1000)
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])
-        _release(self._in_flight + self._queue)
-        for q in self._queue:
+        items = self.queue.drop()
+        _release(items)
+        for q in items:
             if q.future is not None and not q.future.done():
                 q.future.set_exception(RpcError("controller channel closed"))
         await self.client.close()

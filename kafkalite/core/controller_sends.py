@@ -17,6 +17,8 @@ simulator's.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
+from typing import Any
 
 from kafkalite.core.messages import ControllerRequest, LeaderAndIsr, StopReplica, UpdateMetadata
 
@@ -58,3 +60,55 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
                                        deleted_topics=a.deleted_topics + b.deleted_topics,
                                        topic_configs={t: c for t, c in {**a.topic_configs, **b.topic_configs}.items() if t not in gone})
     return None
+
+
+class SendQueue:
+    """One broker's requests, as the policy above says: in order, one in flight, what
+    queued behind it merged into the next request, resent until answered. Each request may
+    carry a token (the driver's: a future to answer, a barrier to release); `answered`
+    and `drop` hand back the tokens of what they end."""
+
+    def __init__(self, broker_id: int, broker_epoch: int) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self._queue: deque[tuple[ControllerRequest, Any]] = deque()
+        self.in_flight: ControllerRequest | None = None
+        self.in_flight_tokens: list[Any] = []
+        self.attempt = 0
+
+    def push(self, request: ControllerRequest, token: Any = None) -> None:
+        assert request.broker_epoch == self.broker_epoch, "a request for another registration of this broker"
+        self._queue.append((request, token))
+
+    def __bool__(self) -> bool:
+        return bool(self._queue) or self.in_flight is not None
+
+    def next(self) -> ControllerRequest | None:
+        """The request to send now (None while one is in flight or nothing is queued)."""
+        if self.in_flight is not None or not self._queue:
+            return None
+        request, token = self._queue.popleft()
+        tokens = [token]
+        while self._queue and (both := merged(request, self._queue[0][0])) is not None:
+            request = both
+            tokens.append(self._queue.popleft()[1])
+        self.in_flight, self.in_flight_tokens, self.attempt = request, tokens, 0
+        return request
+
+    def failed(self) -> int:
+        """The in-flight request got no answer: how long to wait before resending it."""
+        assert self.in_flight is not None
+        self.attempt += 1
+        return resend_backoff_ms(self.attempt)
+
+    def answered(self) -> list[Any]:
+        assert self.in_flight is not None
+        tokens, self.in_flight, self.in_flight_tokens = self.in_flight_tokens, None, []
+        return tokens
+
+    def drop(self) -> list[Any]:
+        """The broker left or re-registered: everything ends unsent."""
+        tokens = self.in_flight_tokens + [t for _, t in self._queue]
+        self._queue.clear()
+        self.in_flight, self.in_flight_tokens = None, []
+        return tokens

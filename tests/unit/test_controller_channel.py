@@ -87,9 +87,10 @@ async def test_a_send_is_retried_until_the_broker_answers(monkeypatch):
     """Issue 7: the sender used to give up after 20 attempts, leaving a live, registered
     broker without its LeaderAndIsr; Kafka's RequestSendThread retries until the broker is
     gone, and so do we (a re-registered broker gets a new sender)."""
+    from kafkalite.core import controller_sends
     from kafkalite.rpc.transport import RpcError
 
-    monkeypatch.setattr(controller_channel, "resend_backoff_ms", lambda attempt: 1)
+    monkeypatch.setattr(controller_sends, "resend_backoff_ms", lambda attempt: 1)
     answers: list[tuple[int, str, dict]] = []
 
     class Flaky(FakeClient):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import controller as core
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.controller_sends import merged, resend_backoff_ms
+from kafkalite.core.controller_sends import SendQueue
 from kafkalite.core.election import PartitionState
 from kafkalite.core.messages import ControllerRequest, UpdateMetadata
 from kafkalite.testing.sim import zk as zkm
@@ -42,49 +42,42 @@ class _ControllerMoved(Exception):
 
 
 class SimSender:
-    """One broker's ordered request queue (kafkalite.core.controller_sends)."""
+    """Drives one broker's core SendQueue over the simulated network."""
 
     def __init__(self, owner: SimBroker, broker_id: int, broker_epoch: int) -> None:
         self.owner = owner
-        self.broker_id = broker_id
-        self.broker_epoch = broker_epoch
-        self.queue: deque[ControllerRequest] = deque()
-        self.in_flight: ControllerRequest | None = None
-        self.attempt = 0
+        self.queue = SendQueue(broker_id, broker_epoch)
         self.closed = False
 
+    @property
+    def broker_epoch(self) -> int:
+        return self.queue.broker_epoch
+
     def send(self, request: ControllerRequest) -> None:
-        assert request.broker_epoch == self.broker_epoch
-        self.queue.append(request)
+        self.queue.push(request)
         self._next()
 
     def _next(self) -> None:
-        if self.closed or self.in_flight is not None or not self.queue:
-            return
-        request = self.queue.popleft()
-        while self.queue and (both := merged(request, self.queue[0])) is not None:
-            request = both
-            self.queue.popleft()
-        self.in_flight, self.attempt = request, 0
-        self._transmit()
+        request = None if self.closed else self.queue.next()
+        if request is not None:
+            self._transmit()
 
     def _transmit(self) -> None:
-        request = self.in_flight
+        request = self.queue.in_flight
         assert request is not None
-        self.attempt += 1
-        self.owner.rpc(self.broker_id, type(request).__name__, request, self._answered, idempotent=True)
+        self.owner.rpc(self.queue.broker_id, type(request).__name__, request, self._answered, idempotent=True)
 
     def _answered(self, response: dict[str, Any] | None) -> None:
         if self.closed:
             return
         if response is None:  # lost or timed out: again, for as long as the broker is registered
-            self.owner.sim.node_after(self.owner.id, resend_backoff_ms(self.attempt), "resend", self._resend)
+            self.owner.sim.node_after(self.owner.id, self.queue.failed(), "resend", self._resend)
             return
-        self.in_flight = None
+        self.queue.answered()
         self._next()
 
     def _resend(self) -> None:
-        if not self.closed and self.in_flight is not None:
+        if not self.closed and self.queue.in_flight is not None:
             self._transmit()
 
 

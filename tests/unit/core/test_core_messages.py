@@ -64,3 +64,21 @@ def test_requests_for_different_registrations_or_init_never_merge():
     assert merged(a, m.StopReplica(1, 2, 10, (), True)) is None
     full = m.UpdateMetadata(1, 2, 10, (), full=True)
     assert merged(m.UpdateMetadata(1, 2, 10, ()), full) is None
+
+
+def test_send_queue_one_in_flight_merged_resent_with_backoff_and_dropped_whole():
+    from kafkalite.core.controller_sends import SEND_BACKOFF_MAX_MS, SendQueue
+
+    q = SendQueue(2, 10)
+    part = m.PartitionLeadership("t", 0, 2, 1, (2, 3), 1, (2, 3))
+    q.push(m.LeaderAndIsr(1, 2, 10, (part,)), "a")
+    q.push(m.LeaderAndIsr(1, 2, 10, (m.PartitionLeadership("t", 0, 3, 2, (3,), 2, (2, 3)),)), "b")
+    q.push(m.LeaderAndIsr(1, 2, 10, (), init=True), "c")
+    first = q.next()
+    assert isinstance(first, m.LeaderAndIsr) and first.partitions[0].leader_epoch == 2  # a and b, merged: b's state wins
+    assert q.next() is None  # one in flight
+    assert [q.failed() for _ in range(12)][-1] == SEND_BACKOFF_MAX_MS
+    assert q.answered() == ["a", "b"]
+    assert q.next().init and q.in_flight_tokens == ["c"]
+    q.push(m.UpdateMetadata(1, 2, 10, ()), "d")
+    assert q.drop() == ["c", "d"] and not q
