@@ -11,27 +11,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from kafkalite.core.messages import BrokerEndpoint, UpdateMetadata
 
-@dataclasses.dataclass(frozen=True)
-class BrokerInfo:
-    id: int
-    host: str
-    port: int
-    inter_broker_port: int
-    admin_port: int
-    rack: str | None
-    epoch: int
-
-    def to_wire(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> BrokerInfo:
-        return cls(
-            id=int(d["id"]), host=str(d["host"]), port=int(d["port"]),
-            inter_broker_port=int(d["inter_broker_port"]), admin_port=int(d["admin_port"]),
-            rack=d.get("rack") or None, epoch=int(d["epoch"]),
-        )
+BrokerInfo = BrokerEndpoint  # a registered broker as UpdateMetadata lists it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,14 +23,6 @@ class PartitionMeta:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     offline_replicas: tuple[int, ...]
-
-    def to_wire(self) -> list[Any]:
-        return [self.leader, self.leader_epoch, list(self.isr), list(self.replicas), list(self.offline_replicas)]
-
-    @classmethod
-    def from_wire(cls, w: list[Any]) -> PartitionMeta:
-        leader, epoch, isr, replicas, offline = w
-        return cls(int(leader), int(epoch), tuple(isr), tuple(replicas), tuple(offline))
 
 
 class MetadataCache:
@@ -62,19 +36,18 @@ class MetadataCache:
 
     def apply_update(self, body: dict[str, Any]) -> None:
         """Apply an UpdateMetadata body: full snapshot or a delta of changed partitions."""
-        self.controller_id = int(body["controller_id"])
-        self.controller_epoch = int(body["controller_epoch"])
-        self.brokers = {b.id: b for b in (BrokerInfo.from_wire(x) for x in body["brokers"])}
-        if body.get("full"):
+        update = UpdateMetadata.from_wire(body)
+        self.controller_id = update.controller_id
+        self.controller_epoch = update.controller_epoch
+        self.brokers = {b.id: b for b in update.brokers}
+        if update.full:
             self.topics = {}
             self.topic_configs = {}
-        for topic, parts in body.get("partitions", {}).items():
-            tmap = self.topics.setdefault(topic, {})
-            for p, wire in parts.items():
-                tmap[int(p)] = PartitionMeta.from_wire(wire)
-        for topic, cfg in body.get("topic_configs", {}).items():
+        for m in update.partitions:
+            self.topics.setdefault(m.topic, {})[m.partition] = PartitionMeta(m.leader, m.leader_epoch, m.isr, m.replicas, m.offline)
+        for topic, cfg in update.topic_configs.items():
             self.topic_configs[topic] = dict(cfg)
-        for topic in body.get("deleted_topics", []):
+        for topic in update.deleted_topics:
             self.topics.pop(topic, None)
             self.topic_configs.pop(topic, None)
         self.version += 1

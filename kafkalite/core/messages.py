@@ -86,6 +86,15 @@ class BrokerEndpoint:
     rack: str | None
     epoch: int
 
+    def to_wire(self) -> dict[str, Any]:
+        return {"id": self.id, "host": self.host, "port": self.port, "inter_broker_port": self.inter_broker_port,
+                "admin_port": self.admin_port, "rack": self.rack, "epoch": self.epoch}
+
+    @classmethod
+    def from_wire(cls, b: Mapping[str, Any]) -> BrokerEndpoint:
+        return cls(int(b["id"]), str(b["host"]), int(b["port"]), int(b["inter_broker_port"]), int(b["admin_port"]),
+                   None if b.get("rack") is None else str(b["rack"]), int(b["epoch"]))
+
 
 @dataclass(frozen=True)
 class PartitionMetadata:
@@ -119,8 +128,7 @@ class UpdateMetadata:
         return {
             "controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
             "broker_epoch": self.broker_epoch, "full": self.full,
-            "brokers": [{"id": b.id, "host": b.host, "port": b.port, "inter_broker_port": b.inter_broker_port,
-                         "admin_port": b.admin_port, "rack": b.rack, "epoch": b.epoch} for b in self.brokers],
+            "brokers": [b.to_wire() for b in self.brokers],
             "partitions": parts, "topic_configs": _configs(self.topic_configs),
             "deleted_topics": list(self.deleted_topics),
         }
@@ -130,9 +138,7 @@ class UpdateMetadata:
         return cls(
             controller_id=int(h["controller_id"]), controller_epoch=int(h["controller_epoch"]),
             broker_epoch=int(h.get("broker_epoch", -1)), full=bool(h.get("full", False)),
-            brokers=tuple(BrokerEndpoint(int(b["id"]), str(b["host"]), int(b["port"]), int(b["inter_broker_port"]),
-                                         int(b["admin_port"]), None if b.get("rack") is None else str(b["rack"]),
-                                         int(b["epoch"])) for b in h["brokers"]),
+            brokers=tuple(BrokerEndpoint.from_wire(b) for b in h["brokers"]),
             partitions=tuple(PartitionMetadata(str(t), int(p), int(w[0]), int(w[1]), tuple(int(b) for b in w[2]),
                                                tuple(int(b) for b in w[3]), tuple(int(b) for b in w[4]))
                              for t, ps in (h.get("partitions") or {}).items() for p, w in ps.items()),
