@@ -387,7 +387,8 @@ class Controller:
     # -------------------------------------------------------------- views
 
     def partitions_of(self, broker_id: int) -> list[TP]:
-        return [tp for tp, replicas in sorted(self._replica_map().items()) if broker_id in replicas]
+        return [(t, p) for t, topic in sorted(self.topics.items()) for p, replicas in sorted(topic.partitions.items())
+                if broker_id in replicas]
 
     def topics_to_load(self, present: Iterable[str]) -> list[str]:
         return sorted(t for t in present if t not in self.topics)
@@ -399,6 +400,12 @@ class Controller:
             "offline_partitions": sum(1 for st in self.states.values() if st.leader == NO_LEADER or st.leader not in self.live),
             "unclean_elections": self.unclean_elections,
         }
+
+    def _replicas_of(self, tp: TP) -> tuple[int, ...]:
+        """The assigned replicas of one partition (empty for an unknown one), without
+        building the whole map (a LeaderAndIsr for 10,000 partitions asks for each)."""
+        topic = self.topics.get(tp[0])
+        return () if topic is None else tuple(topic.partitions.get(tp[1], ()))
 
     def _replica_map(self) -> dict[TP, tuple[int, ...]]:
         return {(t, p): r for t, topic in self.topics.items() for p, r in topic.partitions.items()}
@@ -572,10 +579,9 @@ class Controller:
     def _propagate(self, tps: list[TP], *, update_metadata: bool = True) -> None:
         if not tps:
             return
-        replicas = self._replica_map()
         per_broker: dict[int, list[TP]] = {}
         for tp in tps:
-            for b in replicas.get(tp, ()):
+            for b in self._replicas_of(tp):
                 if b in self.live:
                     per_broker.setdefault(b, []).append(tp)
         for b, its in sorted(per_broker.items()):
@@ -587,13 +593,12 @@ class Controller:
         tps = [tp for tp in tps if tp in self.states]
         if broker_id not in self.live or (not tps and not init):
             return
-        replicas = self._replica_map()
         leaders = {self.states[tp].leader for tp in tps} & set(self.live)
         request = LeaderAndIsr(
             controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=self.live[broker_id].epoch, init=init,
             live_leaders={b: (self.live[b].host, self.live[b].inter_broker_port) for b in sorted(leaders)},
             topic_configs={t: self.topics[t].config for t in sorted({tp[0] for tp in tps})},
-            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, tuple(replicas[(t, p)]))
+            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, self._replicas_of((t, p)))
                              for (t, p) in tps for st in [self.states[(t, p)]]),
         )
         self._out.sends.append(Send(broker_id, request))
@@ -602,10 +607,10 @@ class Controller:
                               brokers_changed: bool = False, deleted: Sequence[str] = ()) -> None:
         if full or brokers_changed:
             tps = list(self.states)  # offline replica lists depend on the live set
-        replicas = self._replica_map()
-        parts = tuple(PartitionMetadata(t, p, st.leader, st.leader_epoch, tuple(st.isr), tuple(replicas[(t, p)]),
-                                        tuple(b for b in replicas[(t, p)] if b not in self.live))
-                      for (t, p) in tps if (t, p) in self.states and (t, p) in replicas for st in [self.states[(t, p)]])
+        parts = tuple(PartitionMetadata(t, p, st.leader, st.leader_epoch, tuple(st.isr), replicas,
+                                        tuple(b for b in replicas if b not in self.live))
+                      for (t, p) in tps if (t, p) in self.states and (replicas := self._replicas_of((t, p)))
+                      for st in [self.states[(t, p)]])
         endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch)
                           for _, b in sorted(self.live.items()))
         configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
