@@ -43,13 +43,15 @@ class MetadataCache:
         if update.full:
             self.topics = {}
             self.topic_configs = {}
+        for topic in update.deleted_topics:  # deletions first: a merged update may list them again
+            self.topics.pop(topic, None)
+            self.topic_configs.pop(topic, None)
+        for topic, p in update.deleted_partitions:
+            self.topics.get(topic, {}).pop(p, None)
         for m in update.partitions:
             self.topics.setdefault(m.topic, {})[m.partition] = PartitionMeta(m.leader, m.leader_epoch, m.isr, m.replicas, m.offline)
         for topic, cfg in update.topic_configs.items():
             self.topic_configs[topic] = dict(cfg)
-        for topic in update.deleted_topics:
-            self.topics.pop(topic, None)
-            self.topic_configs.pop(topic, None)
         self.version += 1
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:

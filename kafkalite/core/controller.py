@@ -34,7 +34,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.core import election
+from kafkalite.core import election, reassignment
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.election import PartitionChange, PartitionState
 from kafkalite.core.messages import (
@@ -52,12 +52,14 @@ from kafkalite.core.messages import (
     StopReplica,
     UpdateMetadata,
 )
+from kafkalite.core.reassignment import Move
 from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem
 
 TP = tuple[str, int]
 
 WRITE_ATTEMPTS_MAX = 5
 TOPIC_DELETION_WAIT_MS = 30_000  # StopReplica answers awaited before the znodes go
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 SEND_POLICY = """A request to a broker is sent, and resent after a failure or timeout, for
 as long as that broker stays registered with the same broker epoch; requests to one broker
@@ -84,10 +86,33 @@ class LiveBroker:
 
 @dataclass(frozen=True)
 class Topic:
-    """/brokers/topics/<t>: partition -> assigned replicas (first is preferred), config."""
+    """/brokers/topics/<t>: partition -> assigned replicas (first is preferred), config, and
+    for partitions being moved the replicas being added and removed (KIP-455)."""
 
     partitions: Mapping[int, tuple[int, ...]]
     config: Mapping[str, str] = field(default_factory=dict)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def with_partitions(self, replicas: Mapping[int, tuple[int, ...]] | None = None, moves: Mapping[int, Move] | None = None,
+                        dropped: Iterable[int] = ()) -> Topic:
+        """This topic with partitions set (ended moves), moved, or dropped."""
+        parts, adding, removing = dict(self.partitions), dict(self.adding), dict(self.removing)
+        replicas, moves = replicas or {}, moves or {}
+        for p in dropped:
+            parts.pop(p, None)
+            adding.pop(p, None)
+            removing.pop(p, None)
+        for p, r in replicas.items():
+            parts[p] = tuple(r)
+            adding.pop(p, None)
+            removing.pop(p, None)
+        for p, m in moves.items():
+            parts[p] = m.replicas
+            adding[p], removing[p] = m.adding, m.removing
+            if not m.moving:
+                del adding[p], removing[p]
+        return Topic(parts, self.config, adding, removing)
 
 
 # ------------------------------------------------------------------ events
@@ -105,6 +130,10 @@ class Activated:
     written_zxid: Mapping[TP, int] = field(default_factory=dict)
     pending_deletions: tuple[str, ...] = ()
     preferred_election: tuple[TP, ...] | None = None  # /admin/preferred_replica_election, if present
+    reassignments: Mapping[TP, tuple[int, ...]] = field(default_factory=dict)  # /admin/reassign_partitions
+    throttle: Mapping[str, int] = field(default_factory=dict)
+    partitions_add: Mapping[TP, tuple[int, ...]] = field(default_factory=dict)  # /admin/partitions_add
+    partitions_remove: tuple[TP, ...] = ()  # /admin/partitions_remove
 
 
 @dataclass(frozen=True)
@@ -141,6 +170,28 @@ class PreferredElectionRequested:
 
 
 @dataclass(frozen=True)
+class ReassignmentsChanged:
+    """/admin/reassign_partitions as it is now (empty when the znode is gone: a cancel)."""
+
+    wanted: Mapping[TP, tuple[int, ...]]
+    throttle: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionsAddRequested:
+    """The children of /admin/partitions_add: new partition -> its replicas."""
+
+    partitions: Mapping[TP, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class PartitionsRemoveRequested:
+    """The children of /admin/partitions_remove."""
+
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
 class AutoRebalanceDue:
     imbalance_pct_max: float
 
@@ -170,6 +221,7 @@ class BrokerAnswered:
 ControllerEvent = (
     Activated | BrokersChanged | TopicsChanged | TopicsMarkedForDeletion | PreferredElectionZnode
     | PreferredElectionRequested | AutoRebalanceDue | AlterIsrRequested | ControlledShutdownRequested
+    | ReassignmentsChanged | PartitionsAddRequested | PartitionsRemoveRequested
 )
 
 
@@ -203,6 +255,37 @@ class DeletePreferredElectionZnode:
 
 
 @dataclass(frozen=True)
+class WriteTopic:
+    """Set /brokers/topics/<t> (fenced on the controller epoch): outcome Written or Failed."""
+
+    topic: str
+    assignment: Topic
+
+
+@dataclass(frozen=True)
+class RemoveReassignments:
+    """Drop these partitions' entries from /admin/reassign_partitions (the znode goes when
+    none remain; nothing happens if it is gone already)."""
+
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class DeletePartitions:
+    """Remove the partition and state znodes of removed partitions."""
+
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class DeletePartitionAdminZnodes:
+    """Remove /admin/partitions_add/<t>/<p> (kind "add") or /admin/partitions_remove/... ("remove")."""
+
+    kind: str
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
 class WaitForAnswers:
     """Hold the event until the listed brokers answered `request_kind` or `deadline_ms`."""
 
@@ -210,7 +293,10 @@ class WaitForAnswers:
     deadline_ms: int
 
 
-ZkOperation = WriteStates | CreateStates | DeleteTopic | DeletePreferredElectionZnode | WaitForAnswers
+ZkOperation = (
+    WriteStates | CreateStates | DeleteTopic | DeletePreferredElectionZnode | WaitForAnswers | WriteTopic
+    | RemoveReassignments | DeletePartitions | DeletePartitionAdminZnodes
+)
 
 
 @dataclass(frozen=True)
@@ -276,6 +362,8 @@ class Controller:
         self.states: dict[TP, PartitionState] = {}
         self.shutting_down: set[int] = set()
         self.unclean_elections = 0
+        self.reassignments: dict[TP, tuple[int, ...]] = {}  # accepted entries of /admin/reassign_partitions
+        self.throttle: dict[str, int] = {}
         self._out = Ready()
         self._running: Handler | None = None
         self._reply: tuple[Any, type[ControllerResponse]] | None = None  # the running event's caller
@@ -326,6 +414,7 @@ class Controller:
         out = self.abort(ErrorCode.NOT_CONTROLLER)
         self.active = False
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
+        self.reassignments, self.throttle = {}, {}
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -381,6 +470,12 @@ class Controller:
                 yield from self._on_alter_isr(request, reply_to)
             case ControlledShutdownRequested(broker_id=bid, broker_epoch=epoch, reply_to=reply_to):
                 yield from self._on_controlled_shutdown(bid, epoch, reply_to)
+            case ReassignmentsChanged(wanted=wanted, throttle=throttle):
+                yield from self._on_reassignments_changed(wanted, throttle)
+            case PartitionsAddRequested(partitions=partitions):
+                yield from self._on_partitions_add(partitions)
+            case PartitionsRemoveRequested(partitions=partitions):
+                yield from self._on_partitions_remove(partitions)
             case _:
                 raise AssertionError(f"unhandled controller event {event!r}")
 
@@ -399,7 +494,16 @@ class Controller:
             "shutting_down": sorted(self.shutting_down), "partitions": len(self.states),
             "offline_partitions": sum(1 for st in self.states.values() if st.leader == NO_LEADER or st.leader not in self.live),
             "unclean_elections": self.unclean_elections,
+            "reassigning": [f"{t}-{p}" for t, p in self.moving()],
         }
+
+    def moving(self) -> list[TP]:
+        """Partitions whose topic znode says replicas are being added or removed."""
+        return [(t, p) for t, topic in sorted(self.topics.items()) for p in sorted(set(topic.adding) | set(topic.removing))]
+
+    def _move_of(self, tp: TP) -> Move:
+        topic = self.topics[tp[0]]
+        return Move(tuple(topic.partitions[tp[1]]), tuple(topic.adding.get(tp[1], ())), tuple(topic.removing.get(tp[1], ())))
 
     def _replicas_of(self, tp: TP) -> tuple[int, ...]:
         """The assigned replicas of one partition (empty for an unknown one), without
@@ -449,6 +553,12 @@ class Controller:
         if ev.preferred_election is not None:
             yield from self._preferred_elect(ev.preferred_election)
             yield DeletePreferredElectionZnode()
+        # Seed D 7-9: moves resume (or revert, if cancelled meanwhile), additions and removals.
+        yield from self._on_reassignments_changed(ev.reassignments, ev.throttle)
+        if ev.partitions_add:
+            yield from self._on_partitions_add(ev.partitions_add)
+        if ev.partitions_remove:
+            yield from self._on_partitions_remove(ev.partitions_remove)
         self._note(f"controller {self.broker_id} active at epoch {self.epoch}: {len(self.live)} brokers, {len(self.states)} partitions")
 
     def _fence_bounced(self, written_zxid: Mapping[TP, int]) -> Handler:
@@ -500,6 +610,7 @@ class Controller:
                 self._send_update_metadata([bid], full=True)
                 self._send_leader_and_isr(bid, self.partitions_of(bid))
             yield from self._elect_offline()
+        yield from self._advance_moves(self.moving())
 
     def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
@@ -515,7 +626,7 @@ class Controller:
     # -------------------------------------------------------------- writes
 
     def _decide_write_propagate(self, decide: Callable[[Sequence[TP]], list[PartitionChange]], tps: Sequence[TP],
-                                *, update_metadata: bool = True) -> Generator[ZkOperation, Any, list[TP]]:
+                                *, update_metadata: bool = True, propagate: bool = True) -> Generator[ZkOperation, Any, list[TP]]:
         """Decide, write conditionally, apply what was written, send LeaderAndIsr (and
         UpdateMetadata) for it. Partitions whose znode moved under us are decided again
         from the state found there."""
@@ -535,7 +646,8 @@ class Controller:
                     todo.append(tp)
             if not todo:
                 break
-        self._propagate(written, update_metadata=update_metadata)
+        if propagate:
+            self._propagate(written, update_metadata=update_metadata)
         return written
 
     def _state_of(self, ch: PartitionChange) -> PartitionState:
@@ -598,13 +710,16 @@ class Controller:
             controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=self.live[broker_id].epoch, init=init,
             live_leaders={b: (self.live[b].host, self.live[b].inter_broker_port) for b in sorted(leaders)},
             topic_configs={t: self.topics[t].config for t in sorted({tp[0] for tp in tps})},
-            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, self._replicas_of((t, p)))
-                             for (t, p) in tps for st in [self.states[(t, p)]]),
+            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, self._replicas_of((t, p)),
+                                                 tuple(topic.adding.get(p, ())), tuple(topic.removing.get(p, ())))
+                             for (t, p) in tps for st in [self.states[(t, p)]] for topic in [self.topics[t]]),
+            throttle=dict(self.throttle) if any(self.topics[t].adding for t in {tp[0] for tp in tps}) else {},
         )
         self._out.sends.append(Send(broker_id, request))
 
     def _send_update_metadata(self, brokers: list[int], *, full: bool = False, tps: Iterable[TP] = (),
-                              brokers_changed: bool = False, deleted: Sequence[str] = ()) -> None:
+                              brokers_changed: bool = False, deleted: Sequence[str] = (),
+                              deleted_partitions: Sequence[TP] = ()) -> None:
         if full or brokers_changed:
             tps = list(self.states)  # offline replica lists depend on the live set
         parts = tuple(PartitionMetadata(t, p, st.leader, st.leader_epoch, tuple(st.isr), replicas,
@@ -617,7 +732,8 @@ class Controller:
         for bid in brokers:
             if bid in self.live:
                 self._out.sends.append(Send(bid, UpdateMetadata(
-                    self.broker_id, self.epoch, self.live[bid].epoch, endpoints, parts, full, tuple(deleted), configs)))
+                    self.broker_id, self.epoch, self.live[bid].epoch, endpoints, parts, full, tuple(deleted), configs,
+                    tuple(deleted_partitions))))
 
     # -------------------------------------------------------------- topics (seed B)
 
@@ -706,6 +822,10 @@ class Controller:
             st = self.states.get(tp, PartitionState(NO_LEADER, -1, (), -1))
             results.append(AlterIsrPartitionResult(tp[0], tp[1], c, st.leader, st.leader_epoch, tuple(st.isr), st.version))
         self._answer(reply_to, AlterIsrResponse(0, tuple(results)))
+        # An ISR that grew may complete a move (seed F 3.2: RAR ⊆ ISR).
+        moving = [tp for tp in written if tp[0] in self.topics and self._move_of(tp).moving]
+        if moving:
+            yield from self._advance_moves(moving)
 
     # -------------------------------------------------------------- controlled shutdown
 
@@ -737,6 +857,230 @@ class Controller:
             return election.preferred_leader_changes(todo, self.states, replicas, self._eligible())
 
         return (yield from self._decide_write_propagate(decide, candidates))
+
+    # -------------------------------------------------------------- reassignment (seed F)
+
+    def _on_reassignments_changed(self, wanted: Mapping[TP, tuple[int, ...]], throttle: Mapping[str, int]) -> Handler:
+        """/admin/reassign_partitions changed (or was read at failover): start what is new,
+        finish what is no move (a reorder, or already there), refuse what cannot be done,
+        revert moves whose entry is gone (cancelled)."""
+        self.throttle = {k: int(v) for k, v in throttle.items() if k in THROTTLE_KEYS}
+        accepted: dict[TP, tuple[int, ...]] = {}
+        dropped: list[TP] = []  # entries to take out of the znode
+        starts: dict[TP, tuple[int, ...]] = {}
+        for tp, target in sorted(wanted.items()):
+            target = tuple(target)
+            if tp[0] not in self.topics or tp[1] not in self.topics[tp[0]].partitions:
+                self._note(f"reassignment of {tp[0]}-{tp[1]} refused: no such partition", "warning")
+                dropped.append(tp)
+                continue
+            move = self._move_of(tp)
+            if move.moving:
+                if set(move.target) != set(target) or len(target) != len(move.target):
+                    self._note(f"{tp[0]}-{tp[1]} is already moving to {list(move.target)}; "
+                               f"the new target {list(target)} is ignored (cancel first)", "warning")
+                    target = self.reassignments.get(tp, move.target)
+                accepted[tp] = target
+                continue
+            reason = reassignment.invalid_target(target, self.live)
+            if reason is not None:
+                self._note(f"reassignment of {tp[0]}-{tp[1]} to {list(target)} refused: {reason}", "warning")
+                dropped.append(tp)
+                continue
+            accepted[tp] = target
+            starts[tp] = target
+        self.reassignments = accepted
+        yield from self._start_moves(starts)
+        yield from self._advance_moves(self.moving())
+        if dropped:
+            yield RemoveReassignments(tuple(dropped))
+
+    def _start_moves(self, starts: Mapping[TP, tuple[int, ...]]) -> Handler:
+        """Steps 1-2: AR+RAR into the topic znode, then the leader epoch bumped and
+        LeaderAndIsr to every replica (the new ones start fetching, the leader tracks them).
+        A target equal to the current replicas up to order is written and done at once."""
+        if not starts:
+            return
+        moves = {tp: reassignment.start(self._replicas_of(tp), target) for tp, target in starts.items()}
+        for t in sorted({tp[0] for tp in moves}):
+            written = yield from self._write_topic(t, self.topics[t].with_partitions(
+                moves={p: m for (tt, p), m in moves.items() if tt == t}))
+            if not written:
+                return
+        started = sorted(tp for tp, m in moves.items() if m.moving)
+        reordered = sorted(tp for tp, m in moves.items() if not m.moving)
+        for tp in started:
+            m = moves[tp]
+            self._note(f"reassignment of {tp[0]}-{tp[1]} started: {list(m.original)} -> {list(m.target)}")
+        if reordered:
+            self._propagate(reordered)
+            yield RemoveReassignments(tuple(reordered))
+            for tp in reordered:
+                self.reassignments.pop(tp, None)
+
+        def bump(tps: Sequence[TP]) -> list[PartitionChange]:
+            return [PartitionChange(tp, st.leader, st.leader_epoch + 1, tuple(st.isr), st.version)
+                    for tp in tps if (st := self.states.get(tp)) is not None]
+
+        yield from self._decide_write_propagate(bump, started)
+
+    def _advance_moves(self, tps: Iterable[TP]) -> Handler:
+        """Moves that can finish (RAR ⊆ ISR), and cancelled ones that can go back."""
+        finishing, reverting = [], []
+        eligible = self._eligible()
+        for tp in sorted(set(tps)):
+            if tp[0] not in self.topics or tp not in self.states:
+                continue
+            move = self._move_of(tp)
+            if not move.moving:
+                continue
+            if tp not in self.reassignments:
+                reverting.append(tp)
+            elif reassignment.completion(self.states[tp], move, eligible, self._target(tp)) is not None:
+                finishing.append(tp)
+        if finishing:
+            yield from self._end_moves(
+                finishing, lambda tp, st, m, e: reassignment.completion(st, m, e, self._target(tp)), "finished", self._target)
+        if reverting:
+            yield from self._end_moves(
+                reverting, lambda tp, st, m, e: reassignment.reversion(st, m, e), "cancelled", lambda tp: self._move_of(tp).original)
+
+    def _target(self, tp: TP) -> tuple[int, ...]:
+        """RAR in the admin entry's order (the topic znode keeps AR's order), the same set
+        as the move's target (a different target is refused while one is moving)."""
+        return self.reassignments[tp]
+
+    def _end_moves(self, tps: list[TP], decide_state: Callable[[TP, PartitionState, Move, set[int]], PartitionState | None],
+                   how: str, keep_of: Callable[[TP], tuple[int, ...]]) -> Handler:
+        """Steps 3-7 (or a cancel): the new state (leader from the kept replicas, ISR shrunk
+        to them, epoch + 1), the topic znode with only the kept replicas, LeaderAndIsr and
+        UpdateMetadata, StopReplica(delete) to the dropped replicas, the admin entries out."""
+        moves = {tp: self._move_of(tp) for tp in tps}
+        keep = {tp: keep_of(tp) for tp in tps}
+
+        def decide(todo: Sequence[TP]) -> list[PartitionChange]:
+            out = []
+            for tp in todo:
+                st = self.states.get(tp)
+                new = None if st is None else decide_state(tp, st, moves[tp], self._eligible())
+                if new is not None:
+                    out.append(PartitionChange(tp, new.leader, new.leader_epoch, new.isr, st.version))
+            return out
+
+        ended = yield from self._decide_write_propagate(decide, tps, propagate=False)
+        for tp in sorted(set(tps) - set(ended)):
+            self._note(f"reassignment of {tp[0]}-{tp[1]} {how}, but it cannot end yet: no kept replica can lead", "warning")
+        if not ended:
+            return
+        for t in sorted({tp[0] for tp in ended}):
+            written = yield from self._write_topic(t, self.topics[t].with_partitions(
+                replicas={p: keep[(tt, p)] for tt, p in ended if tt == t}))
+            if not written:
+                return
+        self._propagate(ended)
+        dropped: dict[int, list[TP]] = {}
+        for tp in ended:
+            for b in set(moves[tp].replicas) - set(keep[tp]):
+                dropped.setdefault(b, []).append(tp)
+        for b, its in sorted(dropped.items()):
+            if b in self.live:
+                self._out.sends.append(Send(b, StopReplica(self.broker_id, self.epoch, self.live[b].epoch, tuple(sorted(its)), delete=True)))
+        for tp in ended:
+            self._note(f"reassignment of {tp[0]}-{tp[1]} {how}: replicas {list(keep[tp])}, "
+                       f"leader {self.states[tp].leader}, epoch {self.states[tp].leader_epoch}")
+        if how == "finished":
+            yield RemoveReassignments(tuple(ended))
+        for tp in ended:
+            self.reassignments.pop(tp, None)
+
+    def _write_topic(self, topic: str, assignment: Topic) -> Generator[ZkOperation, Any, bool]:
+        outcome = yield WriteTopic(topic, assignment)
+        if isinstance(outcome, Written):
+            self.topics[topic] = assignment
+            return True
+        self._note(f"topic znode write for {topic} failed: {outcome}", "warning")
+        return False
+
+    # -------------------------------------------------------------- partition add / remove (seed 000)
+
+    def _on_partitions_add(self, adds: Mapping[TP, tuple[int, ...]]) -> Handler:
+        """Seed on_partitions_add: the topic znode first (a failover after it initialises
+        the new partitions as missing states), then init_leaders, then the admin znodes go.
+        New partitions must continue the numbering; anything else is refused."""
+        handled: list[TP] = []
+        for t in sorted({tp[0] for tp in adds}):
+            mine = {p: tuple(r) for (tt, p), r in adds.items() if tt == t}
+            handled.extend((t, p) for p in mine)
+            topic = self.topics.get(t)
+            if topic is None:
+                self._note(f"partitions {sorted(mine)} of {t} not added: no such topic", "warning")
+                continue
+            new = {p: r for p, r in mine.items() if p not in topic.partitions}
+            if not new:
+                continue  # added before a failover
+            n = len(topic.partitions)
+            bad = next((f"replicas {list(r)}" for r in new.values() if not r or len(set(r)) != len(r)), None)
+            if sorted(new) != list(range(n, n + len(new))):
+                bad = f"partitions {sorted(new)} do not continue 0..{n - 1}"
+            if bad is not None:
+                self._note(f"partitions of {t} not added: {bad}", "warning")
+                continue
+            if not (yield from self._write_topic(t, topic.with_partitions(replicas=new))):
+                return
+            tps = [(t, p) for p in sorted(new)]
+            yield from self._init_leaders(tps)
+            self._propagate([tp for tp in tps if tp in self.states])
+            self._note(f"topic {t}: partitions {sorted(new)} added")
+        if handled:
+            yield DeletePartitionAdminZnodes("add", tuple(sorted(handled)))
+
+    def _on_partitions_remove(self, tps: Sequence[TP]) -> Handler:
+        """Seed on_partitions_remove: only a topic's highest-numbered partitions, never all
+        of them, never one being moved. The topic znode first (clients stop being offered
+        the partitions once UpdateMetadata goes out), then StopReplica(delete) to every
+        replica, the state znodes, metadata, and the admin znodes. A broker down meanwhile
+        deletes its copy when it starts (seed E), a failover re-runs the rest."""
+        handled: list[TP] = []
+        for t in sorted({tp[0] for tp in tps}):
+            asked = sorted({p for tt, p in tps if tt == t})
+            handled.extend((t, p) for p in asked)
+            topic = self.topics.get(t)
+            if topic is None:
+                self._note(f"partitions {asked} of {t} not removed: no such topic", "warning")
+                continue
+            gone = [p for p in asked if p in topic.partitions]
+            n = len(topic.partitions)
+            bad = None
+            if gone and gone != list(range(n - len(gone), n)):
+                bad = f"only the highest-numbered partitions can go; {t} has 0..{n - 1}"
+            elif gone and len(gone) == n:
+                bad = "a topic keeps at least one partition"
+            elif moving := [p for p in gone if p in topic.adding or p in topic.removing]:
+                bad = f"partitions {moving} are being reassigned"
+            if bad is not None:
+                self._note(f"partitions {asked} of {t} not removed: {bad}", "warning")
+                continue
+            holders: dict[int, list[TP]] = {}
+            for p in gone:
+                for b in topic.partitions[p]:
+                    holders.setdefault(b, []).append((t, p))
+            if gone and not (yield from self._write_topic(t, topic.with_partitions(dropped=gone))):
+                return
+            removed = [(t, p) for p in asked]  # those already out of the topic znode too (a failover)
+            for tp in removed:
+                self.states.pop(tp, None)
+            live_holders = sorted(b for b in holders if b in self.live)
+            self._answered = set()
+            for b in live_holders:
+                self._out.sends.append(Send(b, StopReplica(self.broker_id, self.epoch, self.live[b].epoch,
+                                                           tuple(sorted(holders[b])), delete=True)))
+            self._send_update_metadata(sorted(self.live), deleted_partitions=removed)
+            if live_holders:
+                yield WaitForAnswers(frozenset(live_holders), self._now + TOPIC_DELETION_WAIT_MS)
+            yield DeletePartitions(tuple(removed))
+            self._note(f"topic {t}: partitions {asked} removed")
+        if handled:
+            yield DeletePartitionAdminZnodes("remove", tuple(sorted(handled)))
 
 
 def _caller_of(event: ControllerEvent) -> tuple[Any, type[ControllerResponse]] | None:

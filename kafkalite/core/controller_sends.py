@@ -45,7 +45,7 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
             by_tp.update({p.topic_partition: p for p in b.partitions})
             return dataclasses.replace(a, partitions=tuple(by_tp.values()),
                                        live_leaders={**a.live_leaders, **b.live_leaders},
-                                       topic_configs={**a.topic_configs, **b.topic_configs})
+                                       topic_configs={**a.topic_configs, **b.topic_configs}, throttle=b.throttle)
         case StopReplica(), StopReplica():
             if a.delete != b.delete:
                 return None
@@ -53,11 +53,15 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
         case UpdateMetadata(), UpdateMetadata():
             if b.full:
                 return None
-            gone = set(b.deleted_topics)
-            by_tp = {(m.topic, m.partition): m for m in a.partitions if m.topic not in gone}
+            gone, gone_tps = set(b.deleted_topics), set(b.deleted_partitions)
+            by_tp = {(m.topic, m.partition): m for m in a.partitions if m.topic not in gone and (m.topic, m.partition) not in gone_tps}
             by_tp.update({(m.topic, m.partition): m for m in b.partitions})
+            # Deletions apply before partitions: one deleted in `a` and listed again in `b` stays.
             return dataclasses.replace(a, brokers=b.brokers, partitions=tuple(by_tp.values()),
-                                       deleted_topics=a.deleted_topics + b.deleted_topics,
+                                       deleted_topics=tuple(t for t in a.deleted_topics if t not in {m.topic for m in b.partitions})
+                                       + b.deleted_topics,
+                                       deleted_partitions=tuple(tp for tp in a.deleted_partitions if tp not in by_tp)
+                                       + b.deleted_partitions,
                                        topic_configs={t: c for t, c in {**a.topic_configs, **b.topic_configs}.items() if t not in gone})
     return None
 

@@ -34,6 +34,8 @@ class PartitionLeadership:
     isr: tuple[int, ...]
     partition_epoch: int
     replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()  # replicas a reassignment is adding (KIP-455)
+    removing: tuple[int, ...] = ()
 
     @property
     def topic_partition(self) -> TP:
@@ -49,6 +51,8 @@ class LeaderAndIsr:
     init: bool = False
     live_leaders: Mapping[int, tuple[str, int]] = field(default_factory=dict)  # id -> (host, inter-broker port)
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # bytes/s for replicas being added (leader/follower.replication.throttled.rate); empty: none
+    throttle: Mapping[str, int] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -56,7 +60,9 @@ class LeaderAndIsr:
             "broker_epoch": self.broker_epoch, "init": self.init,
             "live_leaders": {b: [h, p] for b, (h, p) in self.live_leaders.items()},
             "topic_configs": _configs(self.topic_configs),
-            "partitions": [[p.topic, p.partition, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch, list(p.replicas)]
+            "throttle": dict(self.throttle),
+            "partitions": [[p.topic, p.partition, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch, list(p.replicas),
+                            list(p.adding), list(p.removing)]
                            for p in self.partitions],
         }
 
@@ -67,9 +73,12 @@ class LeaderAndIsr:
             broker_epoch=int(h.get("broker_epoch", -1)), init=bool(h.get("init", False)),
             live_leaders={int(b): (str(a[0]), int(a[1])) for b, a in (h.get("live_leaders") or {}).items()},
             topic_configs=_configs(h.get("topic_configs")),
+            throttle={str(k): int(v) for k, v in (h.get("throttle") or {}).items()},
             partitions=tuple(PartitionLeadership(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr),
-                                                 int(version), tuple(int(b) for b in replicas))
-                             for t, p, leader, epoch, isr, version, replicas in h["partitions"]),
+                                                 int(version), tuple(int(b) for b in replicas),
+                                                 tuple(int(b) for b in rest[0]) if rest else (),
+                                                 tuple(int(b) for b in rest[1]) if rest else ())
+                             for t, p, leader, epoch, isr, version, replicas, *rest in h["partitions"]),
         )
 
 
@@ -120,6 +129,7 @@ class UpdateMetadata:
     full: bool = False
     deleted_topics: tuple[str, ...] = ()
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    deleted_partitions: tuple[TP, ...] = ()  # removed partitions of topics that stay
 
     def to_wire(self) -> dict[str, Any]:
         parts: dict[str, dict[int, list[Any]]] = {}
@@ -131,6 +141,7 @@ class UpdateMetadata:
             "brokers": [b.to_wire() for b in self.brokers],
             "partitions": parts, "topic_configs": _configs(self.topic_configs),
             "deleted_topics": list(self.deleted_topics),
+            "deleted_partitions": [[t, p] for t, p in self.deleted_partitions],
         }
 
     @classmethod
@@ -144,6 +155,7 @@ class UpdateMetadata:
                              for t, ps in (h.get("partitions") or {}).items() for p, w in ps.items()),
             deleted_topics=tuple(str(t) for t in h.get("deleted_topics") or ()),
             topic_configs=_configs(h.get("topic_configs")),
+            deleted_partitions=tuple((str(t), int(p)) for t, p in h.get("deleted_partitions") or ()),
         )
 
 

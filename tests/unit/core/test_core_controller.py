@@ -33,6 +33,9 @@ class Znodes:
     writes: list[tuple[tuple[str, int], PartitionState]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     interfere: dict[tuple[str, int], PartitionState] = field(default_factory=dict)  # written by "someone else" first
+    topics: dict[str, core.Topic] = field(default_factory=dict)  # topic znodes the controller wrote
+    reassign: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)  # /admin/reassign_partitions
+    admin_deleted: list[tuple[str, tuple]] = field(default_factory=list)
 
     def perform(self, op: core.ZkOperation) -> object:
         match op:
@@ -60,6 +63,17 @@ class Znodes:
                 return out
             case core.DeleteTopic(topic=topic):
                 self.deleted.append(topic)
+            case core.WriteTopic(topic=topic, assignment=assignment):
+                self.topics[topic] = assignment
+                return core.Written(1)
+            case core.RemoveReassignments(partitions=tps):
+                for tp in tps:
+                    self.reassign.pop(tp, None)
+            case core.DeletePartitions(partitions=tps):
+                for tp in tps:
+                    self.nodes.pop(tp, None)
+            case core.DeletePartitionAdminZnodes(kind=kind, partitions=tps):
+                self.admin_deleted.append((kind, tps))
         return None
 
 
@@ -264,3 +278,144 @@ def test_abort_answers_the_waiting_caller_once_and_resign_forgets_everything():
     assert not ctrl.busy
     ctrl.resign()
     assert not ctrl.active and not ctrl.states and not ctrl.live
+
+
+# ------------------------------------------------------------------ reassignment (seed F)
+
+
+def _alter_isr(ctrl, zk, leader, tp, isr):
+    st = zk.nodes[tp]
+    request = AlterIsrRequest(leader, 10 * leader, (AlterIsrProposal(tp[0], tp[1], leader, st.leader_epoch, isr, st.version),))
+    return drive(ctrl, zk, core.AlterIsrRequested(request, "reply"))
+
+
+def _moving(live=(1, 2, 3, 4), target=(2, 3, 4)):
+    zk = Znodes()
+    ctrl, _ = active(zk, live=live)
+    zk.reassign = {T0: target}
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    return zk, ctrl, run
+
+
+def test_a_move_writes_ar_plus_rar_bumps_the_epoch_and_starts_the_new_replica():
+    zk, ctrl, run = _moving()
+    assert zk.topics["t"].partitions[0] == (1, 2, 3, 4)  # AR keeps its order (a cancel restores it)
+    assert zk.topics["t"].adding == {0: (4,)} and zk.topics["t"].removing == {0: (1,)}
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2, 3), 1, 2)  # same leader and ISR, epoch + 1
+    (part,) = [p for lai in run.to(4, LeaderAndIsr) for p in lai.partitions]
+    assert (part.leader, part.leader_epoch, part.replicas, part.adding, part.removing) == (1, 1, (1, 2, 3, 4), (4,), (1,))
+    assert run.to(1, LeaderAndIsr)  # the leader learns of its new follower
+    assert ctrl.moving() == [T0] and zk.reassign == {T0: (2, 3, 4)}
+
+
+def test_a_move_finishes_when_the_target_is_in_the_isr_with_a_leader_from_it():
+    zk, ctrl, _ = _moving()
+    run = _alter_isr(ctrl, zk, 1, T0, (1, 2, 3, 4))
+    assert run.answers[0].response.partitions[0].error == 0  # answered first
+    assert zk.nodes[T0].leader == 2 and zk.nodes[T0].isr == (2, 3, 4)
+    assert zk.nodes[T0].leader_epoch == 2  # + 1 when the move started, + 1 when it ended (AlterIsr keeps it)
+    assert zk.topics["t"].partitions[0] == (2, 3, 4) and not zk.topics["t"].adding and not zk.topics["t"].removing
+    (stop,) = run.to(1, StopReplica)
+    assert stop.delete and stop.partitions == (T0,)
+    assert all(p.replicas == (2, 3, 4) for b in (2, 3, 4) for lai in run.to(b, LeaderAndIsr) for p in lai.partitions)
+    assert zk.reassign == {} and ctrl.moving() == [] and T0 not in ctrl.reassignments
+
+
+def test_a_move_waits_while_a_target_replica_is_outside_the_isr():
+    zk, ctrl, _ = _moving()
+    run = _alter_isr(ctrl, zk, 1, T0, (1, 2))
+    assert zk.topics["t"].removing == {0: (1,)} and run.to(1, StopReplica) == []
+
+
+def test_a_cancelled_move_goes_back_to_the_original_replicas():
+    zk, ctrl, _ = _moving()
+    _alter_isr(ctrl, zk, 1, T0, (1, 2, 3))
+    zk.reassign = {}
+    run = drive(ctrl, zk, core.ReassignmentsChanged({}))
+    assert zk.topics["t"].partitions[0] == (1, 2, 3) and not zk.topics["t"].adding
+    assert zk.nodes[T0].leader == 1 and set(zk.nodes[T0].isr) <= {1, 2, 3}
+    (stop,) = run.to(4, StopReplica)
+    assert stop.delete and stop.partitions == (T0,)
+    assert ctrl.moving() == []
+
+
+def test_a_move_resumes_after_failover_and_finishes_when_it_can():
+    zk = Znodes()
+    moving = core.Topic({0: (1, 2, 3, 4), 1: (2, 3, 1)}, adding={0: (4,)}, removing={0: (1,)})
+    states = {T0: PartitionState(1, 1, (1, 2, 3, 4), 3, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)}
+    zk.nodes.update(states)
+    zk.reassign = {T0: (2, 3, 4)}
+    ctrl = core.Controller(1)
+    run = drive(ctrl, zk, core.Activated(2, brokers(1, 2, 3, 4), {"t": moving}, dict(zk.nodes), {}, reassignments=dict(zk.reassign)))
+    assert zk.topics["t"].partitions[0] == (2, 3, 4) and zk.nodes[T0].leader == 2
+    assert run.to(1, StopReplica) and zk.reassign == {}
+
+
+def test_a_move_found_at_failover_without_its_admin_entry_was_cancelled():
+    zk = Znodes()
+    moving = core.Topic({0: (1, 2, 3, 4), 1: (2, 3, 1)}, adding={0: (4,)}, removing={0: (1,)})
+    zk.nodes.update({T0: PartitionState(1, 1, (1, 2, 3), 3, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    ctrl = core.Controller(1)
+    run = drive(ctrl, zk, core.Activated(2, brokers(1, 2, 3, 4), {"t": moving}, dict(zk.nodes), {}))
+    assert zk.topics["t"].partitions[0] == (1, 2, 3) and run.to(4, StopReplica)
+
+
+@pytest.mark.parametrize("target, why", [((2, 3, 9), "not registered"), ((2, 2), "duplicate"), ((), "empty")])
+def test_an_impossible_move_is_refused_and_its_entry_removed(target, why):
+    zk, ctrl, run = _moving(target=target)
+    assert any(why in n for n in run.notes)
+    assert "t" not in zk.topics and zk.reassign == {} and ctrl.moving() == []
+
+
+def test_a_reorder_is_written_at_once_and_needs_no_move():
+    zk, ctrl, run = _moving(target=(3, 1, 2))
+    assert zk.topics["t"].partitions[0] == (3, 1, 2) and not zk.topics["t"].adding and zk.reassign == {}
+
+
+# ------------------------------------------------------------------ partition add / remove (seed 000)
+
+
+def test_added_partitions_get_the_topic_znode_then_leaders_then_the_admin_znode_goes():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.PartitionsAddRequested({("t", 2): (3, 1, 2)}))
+    assert zk.topics["t"].partitions[2] == (3, 1, 2)
+    assert zk.nodes[("t", 2)].leader == 3
+    assert any(p.topic_partition == ("t", 2) for lai in run.to(3, LeaderAndIsr) for p in lai.partitions)
+    assert zk.admin_deleted == [("add", (("t", 2),))]
+
+
+def test_added_partitions_must_continue_the_numbering():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.PartitionsAddRequested({("t", 5): (3, 1, 2)}))
+    assert "t" not in zk.topics and ("t", 5) not in zk.nodes and any("continue" in n for n in run.notes)
+    assert zk.admin_deleted == [("add", (("t", 5),))]
+
+
+def test_removing_the_highest_partition_stops_and_deletes_every_replica_and_drops_it_from_metadata():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    ready = ctrl.handle(core.PartitionsRemoveRequested((T1,)), 0)
+    assert ready.io == core.WriteTopic("t", core.Topic({0: (1, 2, 3)}))
+    ready = ctrl.resume(zk.perform(ready.io), 0)
+    stops = [s for s in ready.sends if isinstance(s.request, StopReplica)]
+    assert sorted(s.broker_id for s in stops) == [1, 2, 3] and all(s.request.partitions == (T1,) and s.request.delete for s in stops)
+    assert all(um.deleted_partitions == (T1,) for s in ready.sends if isinstance(um := s.request, UpdateMetadata))
+    assert isinstance(ready.io, core.WaitForAnswers)
+    for s in stops:
+        ctrl.on_answer(core.BrokerAnswered(s.broker_id, s.request, 0))
+    ready = ctrl.resume(None, 1)
+    assert ready.io == core.DeletePartitions((T1,))
+    ready = ctrl.resume(zk.perform(ready.io), 1)
+    assert ready.io == core.DeletePartitionAdminZnodes("remove", (T1,))
+    assert ctrl.resume(None, 1).io is None
+    assert T1 not in ctrl.states and T1 not in zk.nodes and ctrl.topics["t"].partitions == {0: (1, 2, 3)}
+
+
+@pytest.mark.parametrize("asked, why", [((T0,), "highest"), ((T0, T1), "at least one")])
+def test_only_the_highest_partitions_can_be_removed_and_never_all(asked, why):
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.PartitionsRemoveRequested(asked))
+    assert any(why in n for n in run.notes) and "t" not in zk.topics and T0 in ctrl.states

@@ -17,14 +17,15 @@ brokers = st.lists(small, max_size=5).map(tuple)
 tps = st.tuples(names, small)
 configs = st.dictionaries(names, st.dictionaries(names, st.text(max_size=10), max_size=3), max_size=3)
 
-leaderships = st.builds(m.PartitionLeadership, names, small, ids, ids, brokers, ids, brokers)
+leaderships = st.builds(m.PartitionLeadership, names, small, ids, ids, brokers, ids, brokers, brokers, brokers)
 lai = st.builds(m.LeaderAndIsr, ids, ids, ids, st.lists(leaderships, max_size=4).map(tuple), st.booleans(),
-                st.dictionaries(small, st.tuples(names, small), max_size=3), configs)
+                st.dictionaries(small, st.tuples(names, small), max_size=3), configs,
+                st.dictionaries(names, small, max_size=2))
 endpoints = st.builds(m.BrokerEndpoint, small, names, small, small, small, st.none() | names, ids)
 partition_metadata = st.builds(m.PartitionMetadata, names, small, ids, ids, brokers, brokers, brokers)
 um = st.builds(m.UpdateMetadata, ids, ids, ids, st.lists(endpoints, max_size=3).map(tuple),
                st.lists(partition_metadata, max_size=4, unique_by=lambda p: (p.topic, p.partition)).map(tuple),
-               st.booleans(), st.lists(names, max_size=3).map(tuple), configs)
+               st.booleans(), st.lists(names, max_size=3).map(tuple), configs, st.lists(tps, max_size=3).map(tuple))
 stop = st.builds(m.StopReplica, ids, ids, ids, st.lists(tps, max_size=4).map(tuple), st.booleans())
 alter_isr = st.builds(m.AlterIsrRequest, ids, ids,
                       st.lists(st.builds(m.AlterIsrProposal, names, small, ids, ids, brokers, ids), max_size=4).map(tuple))
