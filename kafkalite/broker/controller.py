@@ -26,8 +26,11 @@ from kafkalite.broker.controller_events import (
     ControlledShutdown,
     ControllerEvent,
     Elect,
+    PartitionsAddChange,
+    PartitionsRemoveChange,
     PreferredElection,
     PreferredElectionZnode,
+    ReassignmentChange,
     Replying,
     Resign,
     TopicChange,
@@ -40,7 +43,7 @@ from kafkalite.core.codes import ErrorCode
 from kafkalite.core.election import PartitionState
 from kafkalite.core.messages import AlterIsrRequest, ControllerRequest, StopReplica
 from kafkalite.zk import codec, paths
-from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError, ZnodeExistsError
+from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError, ZnodeDecodeError, ZnodeExistsError
 
 if TYPE_CHECKING:
     from kafkalite.broker.metrics import BrokerMetrics
@@ -134,6 +137,17 @@ class Controller:
                     await self._run_core(core.PreferredElectionZnode(requested))
             case PreferredElection(partitions=partitions, reply=reply):
                 await self._run_core(core.PreferredElectionRequested(None if partitions is None else tuple(partitions), reply))
+            case ReassignmentChange():
+                wanted, throttle = await self._read_reassignment()
+                await self._run_core(core.ReassignmentsChanged(wanted, throttle))
+            case PartitionsAddChange():
+                adds = await self._zk(self.zk.get_partition_admin_requests, "add")
+                if adds:
+                    await self._run_core(core.PartitionsAddRequested({tp: tuple(r) for tp, r in adds.items()}))
+            case PartitionsRemoveChange():
+                removes = await self._zk(self.zk.get_partition_admin_requests, "remove")
+                if removes:
+                    await self._run_core(core.PartitionsRemoveRequested(tuple(sorted(removes))))
             case AutoRebalance():
                 await self._run_core(core.AutoRebalanceDue(float(self.settings["leader.imbalance.per.broker.percentage"])))
             case AlterIsr(request=request, reply=reply):
@@ -193,6 +207,14 @@ class Controller:
                 await self._zk(self.zk.delete_topic_znodes, topic)
             case core.DeletePreferredElectionZnode():
                 await self._zk(self.zk.delete_if_exists, paths.preferred_replica_election_path())
+            case core.WriteTopic(topic=topic, assignment=assignment):
+                return core.Written(await self._zk(self.zk.write_topic_assignment, topic, _to_assignment(assignment), self.epoch_zk_version))
+            case core.RemoveReassignments(partitions=tps):
+                await self._zk(self.zk.remove_reassignment_entries, tps, self.epoch_zk_version)
+            case core.DeletePartitions(partitions=tps):
+                await self._zk(self.zk.delete_partitions, tps, self.epoch_zk_version)
+            case core.DeletePartitionAdminZnodes(kind=kind, partitions=tps):
+                await self._zk(self.zk.delete_partition_admin_requests, kind, tps)
             case core.WaitForAnswers(brokers=brokers, deadline_ms=deadline_ms):
                 while not self.core.answered(brokers) and monotonic_ms() < deadline_ms:
                     self._answered.clear()
@@ -240,7 +262,7 @@ class Controller:
 
     async def _read_topics(self, names: list[str]) -> tuple[dict[str, core.Topic], dict[TP, PartitionState], dict[TP, int]]:
         assignments = await self._zk(self.zk.get_topic_assignments, names)
-        topics = {t: core.Topic({p: tuple(r) for p, r in a.partitions.items()}, dict(a.config)) for t, (a, _v) in assignments.items()}
+        topics = {t: _from_assignment(a) for t, (a, _v) in assignments.items()}
         tps = [(t, p) for t, topic in topics.items() for p in topic.partitions]
         loaded = await self._zk(self.zk.get_partition_states, tps, with_mzxid=True)
         states = {tp: _from_znode(st, version) for tp, (st, version, _mzxid) in loaded.items()}
@@ -250,6 +272,19 @@ class Controller:
         present = frozenset(await self._zk(self.zk.get_topics))
         topics, states, _ = await self._read_topics(self.core.topics_to_load(present))
         return core.TopicsChanged(present, topics, states)
+
+    async def _read_reassignment(self) -> tuple[dict[TP, tuple[int, ...]], dict[str, int]]:
+        """/admin/reassign_partitions (nothing when it is gone; an unreadable one is logged
+        and treated as gone, which cancels: the CLI never writes one)."""
+        try:
+            found = await self._zk(self.zk.get_reassignment)
+        except ZnodeDecodeError as e:
+            log.warning("unreadable reassignment znode: %s", e)
+            return {}, {}
+        if found is None:
+            return {}, {}
+        value, _version = found
+        return dict(value.partitions), dict(value.throttle)
 
     async def _read_preferred_election_znode(self) -> tuple[TP, ...] | None:
         raw = await self._zk(self.zk.get, paths.preferred_replica_election_path())
@@ -278,8 +313,12 @@ class Controller:
         topics, states, written_zxid = await self._read_topics(await self._zk(self.zk.get_topics))
         marked = await self._zk(self.zk.get_topics_marked_for_deletion)
         preferred = await self._read_preferred_election_znode()
+        reassignments, throttle = await self._read_reassignment()
+        adds = await self._zk(self.zk.get_partition_admin_requests, "add")
+        removes = await self._zk(self.zk.get_partition_admin_requests, "remove")
         self.metrics.active_controller.set(1)
-        await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred))
+        await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
+                                            reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()}, tuple(sorted(removes))))
         log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.core.states))
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
@@ -318,6 +357,16 @@ class Controller:
         await cancel_and_wait([self._task, self._rebalance_task])
         if self.channel is not None:
             await self.channel.close()
+
+
+def _from_assignment(a: codec.TopicAssignment) -> core.Topic:
+    return core.Topic({p: tuple(r) for p, r in a.partitions.items()}, dict(a.config),
+                      {p: tuple(r) for p, r in a.adding_replicas.items()}, {p: tuple(r) for p, r in a.removing_replicas.items()})
+
+
+def _to_assignment(t: core.Topic) -> codec.TopicAssignment:
+    return codec.TopicAssignment({p: list(r) for p, r in t.partitions.items()}, dict(t.config),
+                                 {p: list(r) for p, r in t.adding.items()}, {p: list(r) for p, r in t.removing.items()})
 
 
 def _to_znode(st: PartitionState) -> codec.PartitionState:

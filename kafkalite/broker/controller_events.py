@@ -46,6 +46,21 @@ class PreferredElectionZnode:
 
 
 @dataclass(frozen=True)
+class ReassignmentChange:
+    """/admin/reassign_partitions was created, changed or deleted (a cancel)."""
+
+
+@dataclass(frozen=True)
+class PartitionsAddChange:
+    """Something appeared under /admin/partitions_add."""
+
+
+@dataclass(frozen=True)
+class PartitionsRemoveChange:
+    """Something appeared under /admin/partitions_remove."""
+
+
+@dataclass(frozen=True)
 class AutoRebalance:
     """leader.imbalance.check.interval.seconds passed."""
 
@@ -75,7 +90,7 @@ class PreferredElection:
 
 ControllerEvent = (
     Elect | Resign | BrokerChange | TopicChange | TopicDeletion | PreferredElectionZnode | AutoRebalance
-    | AlterIsr | ControlledShutdown | PreferredElection
+    | AlterIsr | ControlledShutdown | PreferredElection | ReassignmentChange | PartitionsAddChange | PartitionsRemoveChange
 )
 Replying = AlterIsr | ControlledShutdown | PreferredElection
 

@@ -19,6 +19,7 @@ from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.codes import ErrorCode
+from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_manager import FetchErrorAction, Follow
 from kafkalite.rpc.transport import RpcClient, RpcError
 
@@ -68,7 +69,9 @@ class FetcherTask:
                 if any(s.truncating for s in self.partitions.values()):
                     await self._truncate(client)
                 now = monotonic_ms()
-                ready = {tp: f for tp, f in self.partitions.items() if not f.truncating and f.ready(now)}
+                quotas = self.manager.quotas
+                ready = {tp: f for tp, f in self.partitions.items() if not f.truncating and f.ready(now)
+                         and not quotas.follower_throttled(tp, self.manager.broker_id in f.replica.state.isr, now)}
                 if not ready:
                     await asyncio.sleep(backoff_s)
                     continue
@@ -144,6 +147,7 @@ class FetcherTask:
                 part = f.replica
                 assert isinstance(part, Partition)
                 part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                self.manager.quotas.record_follower(part.tp, size, monotonic_ms())
                 f.on_fetched(hw)
                 self.manager.on_fetched(part.tp, max(leo - part.leo, 0))
 
@@ -175,6 +179,8 @@ class FetcherManager:
         self.metrics = metrics
         self.fetchers: dict[int, FetcherTask] = {}
         self._where: dict[TP, int] = {}
+        self.broker_id = -1
+        self.quotas = ReplicationQuotas(-1)  # the replica manager's, attached by the broker
 
     def has_partition(self, tp: TP) -> bool:
         return tp in self._where

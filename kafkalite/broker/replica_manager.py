@@ -201,7 +201,13 @@ class ReplicaManager:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
                                hw=part.hw, log_start=part.log_start_offset, leo=part.leo)
                     return out
-                records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
+                now = monotonic_ms()
+                quotas = self.core.quotas
+                if quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, now):
+                    records = b""  # a replica being added, over leader.replication.throttled.rate
+                else:
+                    records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
+                    quotas.record_leader(tp, replica_id, len(records), now)
                 if decision.hw_changed:
                     part.notify()
                 if self.core.alter_isr_pending:
@@ -254,6 +260,8 @@ class ReplicaManager:
             if part is None:
                 return None
             end = part.leo if upper_is_leo else part.hw
+            if upper_is_leo and self.core.quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, monotonic_ms()):
+                return FetchProbe(part.leader_epoch if part.is_leader else None, end, 0)  # nothing it may have yet
             return FetchProbe(part.leader_epoch if part.is_leader else None, end, part.log.bytes_available(fetch_offset, end))
 
         statuses = {tp: FetchPartitionStatus(req["fetch_offset"], req.get("current_leader_epoch", -1)) for tp, req in requests}

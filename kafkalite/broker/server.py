@@ -28,7 +28,17 @@ from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
-from kafkalite.broker.controller_events import BrokerChange, Elect, PreferredElectionZnode, Resign, TopicChange, TopicDeletion
+from kafkalite.broker.controller_events import (
+    BrokerChange,
+    Elect,
+    PartitionsAddChange,
+    PartitionsRemoveChange,
+    PreferredElectionZnode,
+    ReassignmentChange,
+    Resign,
+    TopicChange,
+    TopicDeletion,
+)
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
@@ -91,6 +101,7 @@ class Broker:
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics, self._on_fatal)
         self.replica_manager.fetchers = self.fetchers
+        self.fetchers.broker_id, self.fetchers.quotas = self.broker_id, self.replica_manager.core.quotas
         self.replica_manager.alter_isr_due = self._alter_isr_due
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
@@ -239,6 +250,29 @@ class Broker:
         self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
         self.zk.watch_data(paths.preferred_replica_election_path(),
                            lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
+        self.zk.watch_data(paths.admin_reassign_partitions_path(), lambda data, stat: call(enqueue, ReassignmentChange()))
+        self._watch_partition_requests("add", PartitionsAddChange)
+        self._watch_partition_requests("remove", PartitionsRemoveChange)
+
+    def _watch_partition_requests(self, kind: str, event: type) -> None:
+        """/admin/partitions_add|remove/<t>/<p>: a watch on the parent for topics, and one on
+        each topic's node for its partitions (a topic node that outlives a request gets new
+        partition children without the parent's children changing)."""
+        call = self.loop.call_soon_threadsafe
+        watched: set[str] = set()
+
+        def on_partitions(children: list[str]) -> None:
+            if children:
+                call(self.controller.enqueue, event())
+
+        def on_topics(children: list[str]) -> None:
+            watched.intersection_update(children)  # a deleted node's watch has ended
+            for topic in children:
+                if topic not in watched:
+                    watched.add(topic)
+                    self.zk.watch_children(paths.admin_partition_requests_topic_path(kind, topic), on_partitions, create=False)
+
+        self.zk.watch_children(paths.admin_partition_requests_path(kind), on_topics)
 
     def _on_controller_znode(self, data: bytes | None) -> None:
         # Someone else holds /controller: if it is not us, make sure we are not acting as one.

@@ -41,6 +41,7 @@ from kafkalite.core.messages import (
     LeaderAndIsr,
     StopReplica,
 )
+from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_state import (
     AlterIsrItem,
     FollowerFetchResult,
@@ -289,6 +290,7 @@ class ReplicaManager:
         self.last_init_controller_epoch = -1
         self._alter_isr_due: set[TP] = set()
         self._alter_isr_in_flight: dict[TP, AlterIsrItem] = {}
+        self.quotas = ReplicationQuotas(broker_id)  # the throttle of replicas being added
 
     def add(self, replica: Replica) -> None:
         """A local replica found at start-up: no role until the controller gives one."""
@@ -317,8 +319,11 @@ class ReplicaManager:
         for topic, cfg in req.topic_configs.items():
             self.topic_configs[topic] = dict(cfg)
         out = RoleChanges()
+        if any(p.adding for p in req.partitions):
+            self.quotas.set_rates(req.throttle, now_ms)
         for p in req.partitions:
             tp = p.topic_partition
+            self.quotas.on_partition(tp, p.adding)
             st = LeaderAndIsrState(leader=p.leader, leader_epoch=p.leader_epoch, isr=p.isr, partition_epoch=p.partition_epoch,
                                    replicas=p.replicas, controller_epoch=req.controller_epoch)
             try:
@@ -374,14 +379,16 @@ class ReplicaManager:
         out = RoleChanges(delete=delete)
         for tp in tps:
             self._remove(tp, out)
-            if delete:
-                self.topic_configs.pop(tp[0], None)
+        if delete:  # a topic's config goes with its last replica here (not with one removed partition)
+            for topic in {tp[0] for tp in tps} - {tp[0] for tp in self.replicas}:
+                self.topic_configs.pop(topic, None)
         return out
 
     def _remove(self, tp: TP, out: RoleChanges) -> None:
         self._stop_fetching(tp, out)
         self._alter_isr_due.discard(tp)
         self._alter_isr_in_flight.pop(tp, None)
+        self.quotas.on_partition(tp, ())
         if self.replicas.pop(tp, None) is not None:
             out.touched.append(tp)
         out.removed.append(tp)

@@ -425,6 +425,89 @@ class ZkAdapter:
             return False
         return True
 
+    def remove_reassignment_entries(self, partitions: Iterable[TopicPartition], controller_epoch_zk_version: int | None) -> None:
+        """Controller: take finished (or refused) partitions out of /admin/reassign_partitions,
+        deleting it when none remain; conditional on the version read, re-read on a race
+        with an admin; nothing to do when it is gone (cancelled)."""
+        path = paths.admin_reassign_partitions_path()
+        done = set(partitions)
+        while True:
+            current = self.get_reassignment()
+            if current is None:
+                return
+            value, version = current
+            left = {tp: r for tp, r in value.partitions.items() if tp not in done}
+            if len(left) == len(value.partitions):
+                return
+            if left:
+                result = self.multi_conditional_set(
+                    [(path, codec.encode_reassignment(Reassignment(left, value.throttle)), version)], controller_epoch_zk_version)[path]
+            else:
+                result = self.multi_delete([(path, version)], controller_epoch_zk_version)[path]
+            if isinstance(result, ZnodeNotFoundError):
+                return
+            if isinstance(result, StaleZnodeVersionError):
+                continue
+            if isinstance(result, Exception):
+                raise result
+            return
+
+    def write_topic_assignment(self, topic: str, assignment: TopicAssignment, controller_epoch_zk_version: int | None) -> int:
+        """Controller: set /brokers/topics/<t> (reassignment, partition add/remove), fenced on
+        the controller epoch; its new version."""
+        path = paths.topic_path(topic)
+        result = self.multi_conditional_set([(path, codec.encode_topic_assignment(assignment), -1)], controller_epoch_zk_version)[path]
+        if isinstance(result, Exception):
+            raise result
+        return int(result)
+
+    def delete_partitions(self, partitions: Iterable[TopicPartition], controller_epoch_zk_version: int | None) -> None:
+        """Controller: the znodes of removed partitions (state first, then the partition)."""
+        deletes = []
+        for t, p in partitions:
+            deletes += [(paths.partition_state_path(t, p), -1), (paths.partition_path(t, p), -1)]
+        for result in self.multi_delete(deletes, controller_epoch_zk_version).values():
+            if isinstance(result, Exception) and not isinstance(result, ZnodeNotFoundError):
+                raise result
+
+    def get_partition_admin_requests(self, kind: str) -> dict[TopicPartition, list[int]]:
+        """/admin/partitions_add/<t>/<p> ({"replicas": [...]}, kind "add") or
+        /admin/partitions_remove/<t>/<p> ({}, kind "remove"; replicas empty)."""
+        out: dict[TopicPartition, list[int]] = {}
+        for topic in self.get_children(paths.admin_partition_requests_path(kind)) or []:
+            for p in self.get_children(paths.admin_partition_requests_topic_path(kind, topic)) or []:
+                if not p.isdigit():
+                    continue
+                path = paths.admin_partition_request_path(kind, topic, int(p))
+                if kind == "add":
+                    raw = self.get(path)
+                    if raw is not None:
+                        out[(topic, int(p))] = list(codec.decode_replica_list(raw[0], path).replicas)
+                else:
+                    out[(topic, int(p))] = []
+        return out
+
+    def request_partition_changes(self, kind: str, partitions: dict[TopicPartition, list[int]]) -> None:
+        """Admin: write /admin/partitions_add/<t>/<p> with its replicas, or
+        /admin/partitions_remove/<t>/<p>, for the controller to carry out."""
+        for (t, p), replicas in sorted(partitions.items()):
+            data = codec.encode_replica_list(codec.ReplicaList(list(replicas))) if kind == "add" else codec.encode_empty()
+            try:
+                self.create(paths.admin_partition_request_path(kind, t, p), data, makepath=True)
+            except ZnodeExistsError:
+                pass
+
+    def delete_partition_admin_requests(self, kind: str, partitions: Iterable[TopicPartition]) -> None:
+        """Controller: the handled /admin/partitions_add|remove/<t>/<p>, and emptied topic parents."""
+        topics = set()
+        for t, p in partitions:
+            self.delete_if_exists(paths.admin_partition_request_path(kind, t, p))
+            topics.add(t)
+        for t in sorted(topics):
+            parent = paths.admin_partition_requests_topic_path(kind, t)
+            if not self.get_children(parent):
+                self.delete_if_exists(parent)
+
     # ------------------------------------------------------------------ partition states
 
     def get_partition_states(
@@ -488,10 +571,12 @@ class ZkAdapter:
 
     # ------------------------------------------------------------------ watches
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> ChildrenWatch:
+    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, create: bool = True) -> ChildrenWatch:
         """Call `callback(children)` now and on every change, from kazoo's thread: it
-        should only enqueue an event. The path is created if missing."""
-        self.ensure_path(path)
+        should only enqueue an event. The path is created if missing (unless `create` is
+        false: the watch then ends when the node is missing or deleted)."""
+        if create:
+            self.ensure_path(path)
 
         def on_children(children: list[str]) -> None:
             callback(sorted(children))  # return None: kazoo keeps the watch

@@ -43,9 +43,9 @@ class TopicAssignment:
     """/brokers/topics/<topic>: partition -> assigned replicas (AR; first is preferred).
 
     While a partition moves (KIP-455), `adding_replicas[p]` and `removing_replicas[p]` name
-    the replicas being added and removed, and `partitions[p]` is the target replicas
-    followed by the removing ones: original = replicas - adding, target = replicas -
-    removing. A partition at rest has no entry in either map; empty lists are dropped, and
+    the replicas being added and removed, and `partitions[p]` is the original replicas (in
+    their order) followed by the adding ones: original = replicas - adding, target =
+    replicas - removing (its order is the admin entry's, kafkalite.core.reassignment). A partition at rest has no entry in either map; empty lists are dropped, and
     the maps are written only when non-empty (absent = empty), so the znode of a topic at
     rest keeps its layout.
     """

@@ -124,6 +124,21 @@ def admin_partition_remove_path(topic: str, partition: int) -> str:
     return f"{ADMIN_PARTITIONS_REMOVE}/{_topic(topic)}/{_partition(partition)}"
 
 
+def admin_partition_requests_path(kind: str) -> str:
+    """/admin/partitions_add (kind "add") or /admin/partitions_remove ("remove")."""
+    if kind not in ("add", "remove"):
+        raise ValueError(f"partition request kind {kind!r} must be 'add' or 'remove'")
+    return ADMIN_PARTITIONS_ADD if kind == "add" else ADMIN_PARTITIONS_REMOVE
+
+
+def admin_partition_requests_topic_path(kind: str, topic: str) -> str:
+    return f"{admin_partition_requests_path(kind)}/{_topic(topic)}"
+
+
+def admin_partition_request_path(kind: str, topic: str, partition: int) -> str:
+    return f"{admin_partition_requests_topic_path(kind, topic)}/{_partition(partition)}"
+
+
 def admin_reassign_partitions_path() -> str:
     return ADMIN_REASSIGN_PARTITIONS
 

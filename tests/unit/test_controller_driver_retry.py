@@ -44,6 +44,12 @@ class FlakyZk:
     def get_topics_marked_for_deletion(self):
         return []
 
+    def get_reassignment(self):
+        return None
+
+    def get_partition_admin_requests(self, kind):
+        return {}
+
     def get(self, path):
         return None
 
