@@ -16,7 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.placement import assign_replicas
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
@@ -323,6 +323,86 @@ class KafkaApis:
                     results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), "topic created; leaders not yet elected")
         return results
 
+    # -- CreatePartitions (seed PartitionAdd) --------------------------------------------
+    async def create_partitions(self, header: RequestHeader, body: dict) -> dict:
+        """Validate, write /admin/partitions_add/<t>/<p> for the controller, and wait (up to
+        timeout_ms) until the new partitions have leaders in our metadata."""
+        results: dict[str, tuple[int, str | None]] = {}
+        names = [t["name"] for t in body["topics"]]
+        waiting: list[tuple[str, int]] = []
+        for t in body["topics"]:
+            name = t["name"]
+            if names.count(name) > 1:
+                results[name] = (int(ErrorCode.INVALID_REQUEST), f"topic {name!r} is listed more than once")
+                continue
+            try:
+                adds = await self._partitions_to_add(name, t["count"], t.get("assignments"))
+            except OPERATING_ERRORS as e:
+                results[name] = (error_code_for(e), str(e))
+                continue
+            except ZkError as e:
+                results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
+                continue
+            if not body.get("validate_only"):
+                try:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, self.broker.zk.request_partition_changes, "add", {(name, p): r for p, r in adds.items()})
+                except ZkError as e:
+                    results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
+                    continue
+                waiting.append((name, t["count"]))
+            results[name] = (0, None)
+        timeout_ms = max(body.get("timeout_ms", 0), 0)
+        deadline = time.monotonic() + timeout_ms / 1000
+
+        def led(name: str, n: int) -> bool:
+            parts = self.cache.topics.get(name, {})
+            return len(parts) >= n and all(parts[p].leader >= 0 for p in range(n) if p in parts)
+
+        for name, n in waiting:
+            if not await self.broker.metadata_updates.wait_until(lambda: led(name, n), deadline - time.monotonic()):  # noqa: B023 - awaited here
+                if timeout_ms > 0:
+                    results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), "partitions requested; leaders not yet elected")
+        return {"throttle_time_ms": 0, "results": [
+            {"name": t["name"], "error_code": results[t["name"]][0], "error_message": results[t["name"]][1]} for t in body["topics"]]}
+
+    async def _partitions_to_add(self, name: str, count: int, assignments: list | None) -> dict[int, list[int]]:
+        """Kafka's checks: a known topic, more partitions than now, not being reassigned; an
+        explicit assignment lists live, distinct brokers, as many as the topic's replication
+        factor, per new partition. Without one, placement continues the topic's round robin
+        (rack aware with racks) from its partition 0's first broker."""
+        if topic_name_error(name) is not None:
+            raise fail(ErrorCode.INVALID_TOPIC_EXCEPTION, topic_name_error(name))
+        found = await asyncio.get_running_loop().run_in_executor(None, self.broker.zk.get_topic_assignment, name)
+        if found is None:
+            raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        current = found[0]
+        n = len(current.partitions)
+        if count <= n:
+            raise fail(ErrorCode.INVALID_PARTITIONS, f"topic {name!r} has {n} partitions; the new count {count} must be higher"
+                                         " (removing partitions: kafkalite topics alter --partitions N --force)")
+        if current.adding_replicas or current.removing_replicas:
+            raise fail(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} has partitions being reassigned")
+        rf = len(current.partitions[0])
+        live = sorted(self.cache.brokers)
+        if assignments is not None:
+            if len(assignments) != count - n:
+                raise fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"{len(assignments)} assignments for {count - n} new partitions")
+            adds = {n + i: list(a["broker_ids"]) for i, a in enumerate(assignments)}
+            for p, replicas in adds.items():
+                if len(replicas) != rf or len(set(replicas)) != rf:
+                    raise fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {p} needs {rf} distinct replicas, got {replicas}")
+                if not set(replicas) <= set(live):
+                    raise fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {p} names brokers that are not live: {sorted(set(replicas) - set(live))}")
+            return adds
+        if rf > len(live):
+            raise fail(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} is more than the {len(live)} live brokers")
+        first = current.partitions[0][0]
+        start = next((i for i, b in enumerate(live) if b >= first), 0)
+        racks = {b: self.cache.brokers[b].rack for b in live}
+        return assign_replicas(count - n, rf, live, racks, start_index=start, replica_shift=random.randrange(len(live)),
+                               start_partition_id=n)
+
     async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
         out = []
         waiting = []
@@ -453,4 +533,5 @@ _HANDLERS = {
     ApiKey.INIT_PRODUCER_ID: KafkaApis.init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: KafkaApis.describe_configs,
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
+    ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
 }

@@ -37,6 +37,7 @@ METADATA_VERSION = 8
 CREATE_TOPICS_VERSION = 4
 DELETE_TOPICS_VERSION = 3
 ELECT_LEADERS_VERSION = 1
+CREATE_PARTITIONS_VERSION = 1
 
 _LENGTH = struct.Struct(">i")
 
@@ -271,6 +272,17 @@ class AdminClient:
                 raise AdminError("topic deletion is disabled on the brokers (delete.topic.enable=false)")
             if code != 0:
                 raise AdminError(f"deleting topic {name!r} failed: {error_name(code)}")
+
+    # -- CreatePartitions ---------------------------------------------------------------
+    def create_partitions(self, name: str, count: int) -> None:
+        """Grow `name` to `count` partitions (Kafka's CreatePartitions); placement by the
+        broker, continuing the topic's round robin."""
+        body = {"topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout_ms": self.request_timeout_ms, "validate_only": False}
+        response = self._request_any(ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION, body, self._controller_address())
+        for r in response["results"]:
+            if r["error_code"] != 0:
+                raise AdminError(r["error_message"] or error_name(r["error_code"]))
 
     # -- ElectLeaders -------------------------------------------------------------------
     def elect_preferred_leaders(self, partitions: list[tuple[str, int]] | None) -> list[tuple[str, int, int, str | None]]:

@@ -4,11 +4,17 @@
     kafkalite topics list [--json]
     kafkalite topics describe [NAME] [--json]
     kafkalite topics delete NAME
+    kafkalite topics alter NAME --partitions N [--force] [--zookeeper HOST:PORT]
 
 `describe` shows per partition the leader, leader epoch, replicas, ISR and offline replicas,
 and flags UNDER-REPLICATED (ISR smaller than the replicas) and OFFLINE (no leader). With
 --json it prints {"topics": [{"name", "partitions": [{"partition", "leader",
 "leader_epoch", "replicas", "isr", "offline_replicas", "under_replicated", "offline"}]}]}.
+`alter --partitions N` grows a topic with Kafka's CreatePartitions. Below the current
+count it removes the highest-numbered partitions and their data (seed 000 PartitionRemove;
+Kafka never shipped it): refused without --force, done through ZooKeeper
+(/admin/partitions_remove, --zookeeper, default $KAFKALITE_ZOOKEEPER else 127.0.0.1:2181).
+Keyed producers' hash space shrinks with it.
 Exit codes: 0 ok, 1 the operation failed (one line on stderr), 2 usage error.
 """
 
@@ -26,6 +32,7 @@ from kafkalite.cli.admin_client import (
     fail,
     resolve_bootstrap,
 )
+from kafkalite.cli.zookeeper_arg import DEFAULT_ZOOKEEPER, ZOOKEEPER_ENV, resolve_zookeeper, zookeeper
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +60,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     delete.add_argument("name")
     delete.set_defaults(func=run_delete)
 
-    for leaf in (create, lst, describe, delete):
+    alter = tsub.add_parser("alter", help="add partitions (or remove the highest ones, with --force)")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, required=True, help="the new partition count")
+    alter.add_argument("--force", action="store_true", help="needed to remove partitions (their data is deleted)")
+    alter.add_argument("--zookeeper", default=None, metavar="HOST:PORT",
+                       help=f"ZooKeeper, for removals (default ${ZOOKEEPER_ENV}, else {DEFAULT_ZOOKEEPER})")
+    alter.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the new layout (default 30)")
+    alter.set_defaults(func=run_alter)
+
+    for leaf in (create, lst, describe, delete, alter):
         add_bootstrap_argument(leaf)
 
 
@@ -147,3 +163,55 @@ def run_delete(args: argparse.Namespace) -> int:
         return fail("topics delete", str(e))
     print(f"deleted topic {args.name}")
     return 0
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    if args.partitions < 1:
+        return fail("topics alter", f"--partitions must be at least 1, got {args.partitions}", 2)
+    try:
+        with AdminClient(resolve_bootstrap(args.bootstrap)) as admin:
+            topic = admin.metadata([args.name]).topics.get(args.name)
+            if topic is None or topic.error:
+                return fail("topics alter", f"unknown topic {args.name!r}")
+            current = len(topic.partitions)
+            if args.partitions == current:
+                print(f"topic {args.name} already has {current} partitions")
+                return 0
+            if args.partitions > current:
+                admin.create_partitions(args.name, args.partitions)
+                print(f"topic {args.name}: {current} -> {args.partitions} partitions")
+                return 0
+            if not args.force:
+                return fail("topics alter", f"{args.name} has {current} partitions; removing partitions "
+                                            f"{args.partitions}..{current - 1} deletes their data: add --force")
+            _request_removal(args, [(args.name, p) for p in range(args.partitions, current)])
+            if not _wait_for_count(admin, args.name, args.partitions, args.timeout):
+                return fail("topics alter", f"removal requested; {args.name} does not show {args.partitions} partitions "
+                                            f"after {args.timeout:.0f} s (is a controller running?)")
+            print(f"topic {args.name}: {current} -> {args.partitions} partitions (removed {args.partitions}..{current - 1})")
+            return 0
+    except AdminError as e:
+        return fail("topics alter", str(e))
+
+
+def _request_removal(args: argparse.Namespace, partitions: list[tuple[str, int]]) -> None:
+    from kafkalite.zk.errors import ZkError
+
+    connect = resolve_zookeeper(args.zookeeper)
+    with zookeeper(connect) as zk:
+        try:
+            zk.request_partition_changes("remove", {tp: [] for tp in partitions})
+        except ZkError as e:
+            raise AdminError(f"ZooKeeper at {connect}: {e}") from None
+
+
+def _wait_for_count(admin: AdminClient, name: str, count: int, timeout_s: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topic = admin.metadata([name]).topics.get(name)
+        if topic is not None and len(topic.partitions) == count:
+            return True
+        time.sleep(0.2)
+    return False

@@ -213,7 +213,8 @@ class ProducePartitionStatus:
 class DelayedProduce:
     """acks=all (Kafka DelayedProduce.tryComplete). A partition is done when the HW has
     passed its last offset, or with NOT_LEADER_OR_FOLLOWER when this broker does not
-    lead the partition or its log no longer holds the batch as appended, or with
+    lead the partition or its log no longer holds the batch as appended, with
+    UNKNOWN_TOPIC_OR_PARTITION when the replica is gone from this broker, or with
     NOT_ENOUGH_REPLICAS_AFTER_APPEND. The whole operation completes when every partition
     is done; on expiry the rest get REQUEST_TIMED_OUT.
 
@@ -236,7 +237,10 @@ class DelayedProduce:
             if status.done:
                 continue
             partition = lookup(key)
-            if partition is None or not partition.is_leader:
+            if partition is None:  # deleted (topic deletion, partition removal), as Kafka answers
+                self._finish(status, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if not partition.is_leader:
                 self._finish(status, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             if partition.epoch_at(status.last_offset) != status.leader_epoch:

@@ -38,6 +38,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
 
 
@@ -534,6 +535,25 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
+    (ApiKey.CREATE_PARTITIONS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('topics', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('count', 'int32', '0+'),
+            F('assignments', '[]', '0+', nullable='0+', fields=(
+                F('broker_ids', '[]int32', '0+'),
+            )),
+        )),
+        F('timeout_ms', 'int32', '0+'),
+        F('validate_only', 'bool', '0+'),
+    )),
+    (ApiKey.CREATE_PARTITIONS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+        )),
+    )),
     (ApiKey.ELECT_LEADERS, REQUEST): _message(0, 1, flexible=None, fields=(
         F('election_type', 'int8', '1+'),
         F('topic_partitions', '[]', '0+', nullable='0+', fields=(
@@ -608,6 +628,7 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",
                                   (("resource_type", "resource_type"),
                                    ("resource_name", "resource_name"))),
+    ApiKey.CREATE_PARTITIONS: Echo("topics", "results", (("name", "name"),)),
     ApiKey.ELECT_LEADERS: Echo("topic_partitions", "replica_election_results", (("topic", "topic"),),
                                Echo("partition_id", "partition_result", (("partition_id", SELF),))),
 }
