@@ -171,7 +171,7 @@ def run_alter(args: argparse.Namespace) -> int:
     try:
         with AdminClient(resolve_bootstrap(args.bootstrap)) as admin:
             topic = admin.metadata([args.name]).topics.get(args.name)
-            if topic is None or topic.error:
+            if topic is None or not topic.partitions:
                 return fail("topics alter", f"unknown topic {args.name!r}")
             current = len(topic.partitions)
             if args.partitions == current:

@@ -911,7 +911,7 @@ class Controller:
         reordered = sorted(tp for tp, m in moves.items() if not m.moving)
         for tp in started:
             m = moves[tp]
-            self._note(f"reassignment of {tp[0]}-{tp[1]} started: {list(m.original)} -> {list(m.target)}")
+            self._note(f"reassignment of {tp[0]}-{tp[1]} started: {list(m.original)} -> {list(starts[tp])}")
         if reordered:
             self._propagate(reordered)
             yield RemoveReassignments(tuple(reordered))
