@@ -29,10 +29,12 @@ from kafkalite.zk.codec import (
     ControllerInfo,
     PartitionState,
     ProducerIdBlock,
+    Reassignment,
     TopicAssignment,
 )
 from kafkalite.zk.errors import (
     BrokerIdInUseError,
+    ReassignmentInProgressError,
     StaleZnodeVersionError,
     TopicAlreadyExistsError,
     UnknownTopicError,
@@ -395,6 +397,33 @@ class ZkAdapter:
                     self.client.delete(path, recursive=True)
             except ZnodeNotFoundError:
                 pass
+
+    # ------------------------------------------------------------------ reassignment
+
+    def get_reassignment(self) -> tuple[Reassignment, int] | None:
+        """(/admin/reassign_partitions, its zk version), or None: no reassignment in progress."""
+        path = paths.admin_reassign_partitions_path()
+        existing = self.get(path)
+        return None if existing is None else (codec.decode_reassignment(existing[0], path), existing[1].version)
+
+    def create_reassignment(self, reassignment: Reassignment) -> None:
+        """Start a reassignment (admin). ReassignmentInProgressError if one is in progress:
+        the create is the check, so two admins racing cannot both start one."""
+        path = paths.admin_reassign_partitions_path()
+        try:
+            self.create(path, codec.encode_reassignment(reassignment), makepath=True)
+        except ZnodeExistsError:
+            raise ReassignmentInProgressError(path, "a partition reassignment is already in progress") from None
+
+    def delete_reassignment(self) -> bool:
+        """Delete /admin/reassign_partitions (admin: cancel); whether it existed."""
+        path = paths.admin_reassign_partitions_path()
+        try:
+            with calls(path):
+                self.client.delete(path)
+        except ZnodeNotFoundError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ partition states
 

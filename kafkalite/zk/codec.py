@@ -15,10 +15,15 @@ import json
 from typing import Any
 
 from kafkalite.zk.errors import ZnodeDecodeError
-from kafkalite.zk.paths import last_component
+from kafkalite.zk.paths import last_component, topic_path
 
 NO_LEADER = -1
 PRODUCER_ID_BLOCK_VERSION = 1
+REASSIGNMENT_VERSION = 1
+# The throttle of /admin/reassign_partitions: both rates in bytes/s (Kafka's config names).
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+THROTTLE_KEYS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,10 +40,33 @@ class BrokerRegistration:
 
 @dataclasses.dataclass(frozen=True)
 class TopicAssignment:
-    """/brokers/topics/<topic>: partition -> assigned replicas (AR; first is preferred)."""
+    """/brokers/topics/<topic>: partition -> assigned replicas (AR; first is preferred).
+
+    While a partition moves (KIP-455), `adding_replicas[p]` and `removing_replicas[p]` name
+    the replicas being added and removed, and `partitions[p]` is the target replicas
+    followed by the removing ones: original = replicas - adding, target = replicas -
+    removing. A partition at rest has no entry in either map; empty lists are dropped, and
+    the maps are written only when non-empty (absent = empty), so the znode of a topic at
+    rest keeps its layout.
+    """
 
     partitions: dict[int, list[int]]
     config: dict[str, str] = dataclasses.field(default_factory=dict)
+    adding_replicas: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+
+    def is_moving(self, partition: int) -> bool:
+        return bool(self.adding_replicas.get(partition) or self.removing_replicas.get(partition))
+
+    def original_replicas(self, partition: int) -> list[int]:
+        """The replicas before the move (all of them when the partition is at rest)."""
+        adding = set(self.adding_replicas.get(partition, ()))
+        return [r for r in self.partitions[partition] if r not in adding]
+
+    def target_replicas(self, partition: int) -> list[int]:
+        """The replicas after the move (all of them when the partition is at rest)."""
+        removing = set(self.removing_replicas.get(partition, ()))
+        return [r for r in self.partitions[partition] if r not in removing]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +118,24 @@ class PreferredReplicaElection:
     partitions: list[tuple[str, int]]
 
 
+@dataclasses.dataclass(frozen=True)
+class Reassignment:
+    """/admin/reassign_partitions (Kafka 2.x): (topic, partition) -> target replicas (first
+    = preferred leader), and the optional replication throttle in bytes/s keyed by
+    THROTTLE_KEYS. The controller removes a partition's entry when its move is finished and
+    deletes the znode when none remain; deleting it cancels what is still in progress. A
+    plan file (`kafkalite reassign generate`) has the same layout without the throttle."""
+
+    partitions: dict[tuple[str, int], tuple[int, ...]]
+    throttle: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def reassignment_throttle(rate_bytes_per_s: int) -> dict[str, int]:
+    """The throttle map for one rate: leader and follower both at `rate_bytes_per_s`."""
+    assert rate_bytes_per_s > 0
+    return {key: rate_bytes_per_s for key in THROTTLE_KEYS}
+
+
 # --------------------------------------------------------------------------- encoding
 
 
@@ -109,9 +155,19 @@ def encode_broker_registration(reg: BrokerRegistration) -> bytes:
     )
 
 
+def _partition_map(value: dict[int, list[int]]) -> dict[str, list[int]]:
+    return {str(p): list(replicas) for p, replicas in sorted(value.items())}
+
+
 def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
-    partitions = {str(p): list(replicas) for p, replicas in sorted(assignment.partitions.items())}
-    return _dumps({"partitions": partitions, "config": dict(assignment.config)})
+    out: dict[str, Any] = {"partitions": _partition_map(assignment.partitions), "config": dict(assignment.config)}
+    adding = _partition_map({p: ids for p, ids in assignment.adding_replicas.items() if ids})
+    removing = _partition_map({p: ids for p, ids in assignment.removing_replicas.items() if ids})
+    if adding:
+        out["adding_replicas"] = adding
+    if removing:
+        out["removing_replicas"] = removing
+    return _dumps(out)
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
@@ -150,6 +206,19 @@ def encode_replica_list(value: ReplicaList) -> bytes:
 
 def encode_preferred_replica_election(value: PreferredReplicaElection) -> bytes:
     return _dumps({"partitions": [[t, p] for t, p in value.partitions]})
+
+
+def encode_reassignment(value: Reassignment) -> bytes:
+    out: dict[str, Any] = {
+        "version": REASSIGNMENT_VERSION,
+        "partitions": [
+            {"topic": topic, "partition": partition, "replicas": list(replicas)}
+            for (topic, partition), replicas in sorted(value.partitions.items())
+        ],
+    }
+    if value.throttle:
+        out["throttle"] = dict(value.throttle)
+    return _dumps(out)
 
 
 def encode_empty() -> bytes:
@@ -226,20 +295,45 @@ def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistrat
     )
 
 
+def _decode_partition_map(r: _Reader, raw: Any, what: str, entry: str) -> dict[int, list[int]]:
+    """{"<partition>": [broker ids]} -> {partition: [broker ids]}, sorted by partition."""
+    if not isinstance(raw, dict):
+        r.fail(f"{what} must be an object, got {raw!r}")
+    out: dict[int, list[int]] = {}
+    for key, replicas in raw.items():
+        if not key.isdigit():
+            r.fail(f"{what}: key {key!r} is not a partition number")
+        out[int(key)] = r.broker_ids(replicas, f"{entry} of partition {key}")
+    return dict(sorted(out.items()))
+
+
+def _decode_moving_replicas(r: _Reader, key: str, partitions: dict[int, list[int]]) -> dict[int, list[int]]:
+    """adding_replicas / removing_replicas (KIP-455): each a subset of its partition's
+    replicas; absent means empty, and empty lists are dropped."""
+    moving = {p: ids for p, ids in _decode_partition_map(r, r.obj.get(key, {}), key, key).items() if ids}
+    for p, ids in moving.items():
+        if p not in partitions:
+            r.fail(f"{key} names partition {p}, which the topic does not have")
+        if not set(ids) <= set(partitions[p]):
+            r.fail(f"{key} of partition {p} ({ids}) are not all among its replicas {partitions[p]}")
+    return moving
+
+
 def decode_topic_assignment(data: bytes | None, path: str) -> TopicAssignment:
     r = _Reader(data, path)
-    raw_partitions = r.field("partitions")
-    if not isinstance(raw_partitions, dict):
-        r.fail(f"partitions must be an object, got {raw_partitions!r}")
-    partitions: dict[int, list[int]] = {}
-    for key, replicas in raw_partitions.items():
-        if not key.isdigit():
-            r.fail(f"partition key {key!r} is not a partition number")
-        partitions[int(key)] = r.broker_ids(replicas, f"replicas of partition {key}")
+    partitions = _decode_partition_map(r, r.field("partitions"), "partitions", "replicas")
     raw_config = r.obj.get("config", {})
     if not isinstance(raw_config, dict) or not all(isinstance(v, str) for v in raw_config.values()):
         r.fail(f"config must be an object of strings, got {raw_config!r}")
-    return TopicAssignment(partitions=dict(sorted(partitions.items())), config=dict(raw_config))
+    adding = _decode_moving_replicas(r, "adding_replicas", partitions)
+    removing = _decode_moving_replicas(r, "removing_replicas", partitions)
+    for p in adding.keys() & removing.keys():
+        if set(adding[p]) & set(removing[p]):
+            r.fail(f"partition {p} both adds and removes {sorted(set(adding[p]) & set(removing[p]))}")
+    for p, ids in removing.items():
+        if set(ids) == set(partitions[p]):
+            r.fail(f"removing_replicas of partition {p} would leave it no replica")
+    return TopicAssignment(partitions=partitions, config=dict(raw_config), adding_replicas=adding, removing_replicas=removing)
 
 
 def decode_partition_state(data: bytes | None, path: str) -> PartitionState:
@@ -293,3 +387,46 @@ def decode_preferred_replica_election(data: bytes | None, path: str) -> Preferre
             r.fail(f"partition entry must be [topic, partition], got {entry!r}")
         partitions.append((entry[0], r.check_int(entry[1], "partition", 0)))
     return PreferredReplicaElection(partitions=partitions)
+
+
+def decode_reassignment(data: bytes | None, path: str) -> Reassignment:
+    """Strict: version 1, every entry a {topic, partition, replicas} with a non-empty list
+    of distinct broker ids, no partition twice, throttle rates positive integers under
+    THROTTLE_KEYS. Unknown fields (Kafka's "log_dirs") are ignored."""
+    r = _Reader(data, path)
+    version = r.int("version")
+    if version != REASSIGNMENT_VERSION:
+        r.fail(f"unsupported reassignment version {version}")
+    raw = r.field("partitions")
+    if not isinstance(raw, list):
+        r.fail(f"partitions must be a list, got {raw!r}")
+    partitions: dict[tuple[str, int], tuple[int, ...]] = {}
+    for entry in raw:
+        if not isinstance(entry, dict):
+            r.fail(f"partition entry must be an object, got {entry!r}")
+        for key in ("topic", "partition", "replicas"):
+            if key not in entry:
+                r.fail(f"partition entry {entry!r} has no {key!r}")
+        topic = entry["topic"]
+        if not isinstance(topic, str):
+            r.fail(f"topic must be a string, got {topic!r}")
+        try:
+            topic_path(topic)
+        except ValueError as e:
+            r.fail(str(e))
+        partition = r.check_int(entry["partition"], f"partition of topic {topic!r}", 0)
+        replicas = r.broker_ids(entry["replicas"], f"replicas of {topic}-{partition}")
+        if not replicas:
+            r.fail(f"replicas of {topic}-{partition} must not be empty")
+        if (topic, partition) in partitions:
+            r.fail(f"{topic}-{partition} is listed twice")
+        partitions[(topic, partition)] = tuple(replicas)
+    raw_throttle = r.obj.get("throttle", {})
+    if not isinstance(raw_throttle, dict):
+        r.fail(f"throttle must be an object, got {raw_throttle!r}")
+    throttle: dict[str, int] = {}
+    for key, rate in raw_throttle.items():
+        if key not in THROTTLE_KEYS:
+            r.fail(f"unknown throttle {key!r}; expected {' or '.join(THROTTLE_KEYS)}")
+        throttle[key] = r.check_int(rate, key, 1)
+    return Reassignment(partitions=dict(sorted(partitions.items())), throttle=throttle)

@@ -62,6 +62,10 @@ class TopicAlreadyExistsError(ZnodeExistsError):
     """Wire code: TOPIC_ALREADY_EXISTS (36)."""
 
 
+class ReassignmentInProgressError(ZnodeExistsError):
+    """/admin/reassign_partitions exists: one reassignment at a time (as in Kafka 2.x)."""
+
+
 class UnknownTopicError(ZkError):
     """Wire code: UNKNOWN_TOPIC_OR_PARTITION (3)."""
 

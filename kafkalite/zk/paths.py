@@ -18,6 +18,9 @@ ADMIN_PARTITIONS_REASSIGNED = "/admin/partitions_reassigned"
 ADMIN_PARTITIONS_ADD = "/admin/partitions_add"
 ADMIN_PARTITIONS_REMOVE = "/admin/partitions_remove"
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+# Kafka 2.x's single reassignment znode: {"version":1,"partitions":[...],"throttle":{...}}.
+# Not a persistent parent: its existence means "a reassignment is in progress".
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Persistent parents that must exist before watches are set on them.
@@ -119,6 +122,10 @@ def admin_partitions_remove_path() -> str:
 
 def admin_partition_remove_path(topic: str, partition: int) -> str:
     return f"{ADMIN_PARTITIONS_REMOVE}/{_topic(topic)}/{_partition(partition)}"
+
+
+def admin_reassign_partitions_path() -> str:
+    return ADMIN_REASSIGN_PARTITIONS
 
 
 def preferred_replica_election_path() -> str:

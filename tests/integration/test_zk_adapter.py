@@ -9,10 +9,11 @@ import time
 import pytest
 
 from kafkalite.zk import ZkAdapter, codec, paths
-from kafkalite.zk.codec import BrokerRegistration, PartitionState, TopicAssignment
+from kafkalite.zk.codec import BrokerRegistration, PartitionState, Reassignment, TopicAssignment
 from kafkalite.zk.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
+    ReassignmentInProgressError,
     StaleZnodeVersionError,
     TopicAlreadyExistsError,
     UnknownTopicError,
@@ -215,6 +216,22 @@ def test_topics_create_read_and_mark_for_deletion(adapter):
     adapter.delete_topic_znodes("orders")
     assert adapter.get_topics() == []
     assert adapter.get_topics_marked_for_deletion() == []
+
+
+def test_one_reassignment_at_a_time_and_cancel_deletes_it(adapter, zk_client):
+    assert adapter.get_reassignment() is None
+    first = Reassignment({("t", 0): (2, 3)}, throttle=codec.reassignment_throttle(1024))
+    adapter.create_reassignment(first)
+    data, _ = zk_client.get("/admin/reassign_partitions")
+    assert data == codec.encode_reassignment(first)
+    value, version = adapter.get_reassignment()
+    assert (value, version) == (first, 0)
+    with pytest.raises(ReassignmentInProgressError):
+        adapter.create_reassignment(Reassignment({("t", 1): (1,)}))
+    assert adapter.get_reassignment()[0] == first
+    assert adapter.delete_reassignment() is True
+    assert adapter.get_reassignment() is None
+    assert adapter.delete_reassignment() is False
 
 
 def test_a_garbage_znode_is_reported_with_its_path(adapter):

@@ -14,6 +14,7 @@ from kafkalite.zk.codec import (
     PartitionState,
     PreferredReplicaElection,
     ProducerIdBlock,
+    Reassignment,
     ReplicaList,
     TopicAssignment,
 )
@@ -58,6 +59,20 @@ ROUND_TRIPS = [
         codec.decode_producer_id_block,
         "/latest_producer_id_block",
     ),
+    (
+        TopicAssignment(partitions={0: [2, 3, 4, 1], 1: [1, 2, 3]}, config={},
+                        adding_replicas={0: [4]}, removing_replicas={0: [1]}),
+        codec.encode_topic_assignment,
+        codec.decode_topic_assignment,
+        "/brokers/topics/t",
+    ),
+    (
+        Reassignment(partitions={("a", 0): (2, 3, 4), ("b", 7): (1,)}, throttle=codec.reassignment_throttle(1_000_000)),
+        codec.encode_reassignment,
+        codec.decode_reassignment,
+        "/admin/reassign_partitions",
+    ),
+    (Reassignment(partitions={("a", 0): (5,)}), codec.encode_reassignment, codec.decode_reassignment, "/admin/reassign_partitions"),
     (ReplicaList(replicas=[4, 5, 6]), codec.encode_replica_list, codec.decode_replica_list, "/admin/partitions_reassigned/t/0"),
     (
         PreferredReplicaElection(partitions=[("a", 0), ("b", 3)]),
@@ -124,6 +139,35 @@ GARBAGE = [
     (codec.decode_broker_registration, b'{"port":1,"inter_broker_port":2,"admin_port":3}'),
     (codec.decode_preferred_replica_election, b'{"partitions":[["t"]]}'),
     (codec.decode_replica_list, b'{"replicas":null}'),
+    # KIP-455 moving replicas: partition numbers, subsets of the replicas, disjoint
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"x":[2]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"1":[2]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"0":[3]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":[[2]]}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"removing_replicas":{"0":[1,2]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2,3]},"adding_replicas":{"0":[3]},"removing_replicas":{"0":[3]}}'),
+    (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"removing_replicas":{"0":[true]}}'),
+    # /admin/reassign_partitions
+    (codec.decode_reassignment, b'{"partitions":[]}'),
+    (codec.decode_reassignment, b'{"version":2,"partitions":[]}'),
+    (codec.decode_reassignment, b'{"version":1}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":{"t":[1]}}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[["t",0,[1]]]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":0}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","replicas":[1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":5,"partition":0,"replicas":[1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"a/b","partition":0,"replicas":[1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":-1,"replicas":[1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[-1]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+                                b'{"topic":"t","partition":0,"replicas":[2]}]}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[],"throttle":5}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[],"throttle":{"leader.replication.throttled.rate":0}}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[],"throttle":{"leader.replication.throttled.rate":"5"}}'),
+    (codec.decode_reassignment, b'{"version":1,"partitions":[],"throttle":{"replication.throttled.rate":5}}'),
 ]
 
 
@@ -140,3 +184,50 @@ def test_broker_registration_whose_znode_name_is_not_an_id_is_rejected():
     data = codec.encode_broker_registration(ROUND_TRIPS[0][0])
     with pytest.raises(ZnodeDecodeError, match="/brokers/ids/abc"):
         codec.decode_broker_registration(data, "/brokers/ids/abc")
+
+
+def test_topic_assignment_at_rest_keeps_its_layout_and_moving_partitions_add_kip455_maps():
+    at_rest = TopicAssignment({0: [1, 2, 3]}, {}, adding_replicas={0: []}, removing_replicas={})
+    assert json.loads(codec.encode_topic_assignment(at_rest)) == {"partitions": {"0": [1, 2, 3]}, "config": {}}
+    moving = TopicAssignment({0: [2, 3, 4, 1], 1: [1, 2, 3]}, {}, adding_replicas={0: [4]}, removing_replicas={0: [1]})
+    assert json.loads(codec.encode_topic_assignment(moving)) == {
+        "partitions": {"0": [2, 3, 4, 1], "1": [1, 2, 3]},
+        "config": {},
+        "adding_replicas": {"0": [4]},
+        "removing_replicas": {"0": [1]},
+    }
+
+
+def test_topic_assignment_without_moving_maps_decodes_as_at_rest():
+    value = codec.decode_topic_assignment(b'{"partitions":{"0":[1,2]},"config":{}}', "/brokers/topics/t")
+    assert value.adding_replicas == {} and value.removing_replicas == {}
+    assert not value.is_moving(0)
+    assert value.original_replicas(0) == value.target_replicas(0) == [1, 2]
+    # empty lists mean "nothing moves" and are dropped
+    value = codec.decode_topic_assignment(b'{"partitions":{"0":[1,2]},"adding_replicas":{"0":[]}}', "/brokers/topics/t")
+    assert value.adding_replicas == {}
+
+
+def test_moving_partition_original_and_target_replicas():
+    moving = TopicAssignment({0: [2, 3, 4, 1]}, {}, adding_replicas={0: [4]}, removing_replicas={0: [1]})
+    assert moving.is_moving(0)
+    assert moving.original_replicas(0) == [2, 3, 1]
+    assert moving.target_replicas(0) == [2, 3, 4]
+
+
+def test_reassignment_wire_layout_is_kafkas():
+    value = Reassignment({("t", 0): (2, 3, 4)}, throttle=codec.reassignment_throttle(500))
+    assert json.loads(codec.encode_reassignment(value)) == {
+        "version": 1,
+        "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}],
+        "throttle": {"leader.replication.throttled.rate": 500, "follower.replication.throttled.rate": 500},
+    }
+    assert "throttle" not in json.loads(codec.encode_reassignment(Reassignment({("t", 0): (1,)})))
+
+
+def test_reassignment_plan_from_kafkas_tool_with_log_dirs_decodes():
+    data = (b'{"version":1,"partitions":[{"topic":"foo","partition":1,"replicas":[1,2],"log_dirs":["any","any"]},'
+            b'{"topic":"bar","partition":0,"replicas":[3]}]}')
+    value = codec.decode_reassignment(data, "plan.json")
+    assert value.partitions == {("bar", 0): (3,), ("foo", 1): (1, 2)}
+    assert value.throttle == {}

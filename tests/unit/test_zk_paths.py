@@ -20,6 +20,8 @@ def test_paths_match_the_design_table():
     assert paths.admin_reassignment_path("t", 1) == "/admin/partitions_reassigned/t/1"
     assert paths.admin_partition_add_path("t", 1) == "/admin/partitions_add/t/1"
     assert paths.admin_partition_remove_path("t", 1) == "/admin/partitions_remove/t/1"
+    assert paths.admin_reassign_partitions_path() == "/admin/reassign_partitions"
+    assert paths.ADMIN_REASSIGN_PARTITIONS not in paths.PERSISTENT_PARENTS
     assert paths.preferred_replica_election_path() == "/admin/preferred_replica_election"
     assert paths.producer_id_block_path() == "/latest_producer_id_block"
 
