@@ -219,13 +219,13 @@ def reassign_replicas(
     # A replaced replica's slot goes to its replacement, so the plan reads "3 -> 4".
     slots = {k: spread.keepable(current[k]) for k in keys}
     load = {b: 0 for b in allowed}
-    leaders = {b: 0 for b in allowed}
+    kept_leaders = {b: 0 for b in allowed}
     for k in keys:
         for b in slots[k]:
             if b is not None:
                 load[b] += 1
         if slots[k][0] is not None:
-            leaders[slots[k][0]] += 1
+            kept_leaders[slots[k][0]] += 1
     proposed: dict[PartitionKey, list[int]] = {}
     for k in keys:
         replicas = slots[k]
@@ -235,18 +235,26 @@ def reassign_replicas(
             placed = [x for x in replicas if x is not None]
             candidates = [c for c in allowed if spread.can_add(placed, c, len(replicas))]
             assert candidates  # the spread rules leave room for one more (see _Spread)
-            chosen = min(candidates, key=lambda c: (load[c], leaders[c], c))
+            chosen = min(candidates, key=lambda c: (load[c], kept_leaders[c], c))
             replicas[i] = chosen
             load[chosen] += 1
         proposed[k] = [b for b in replicas if b is not None]
     if rebalance:
         _rebalance(proposed, current, load, spread)
+    # Preferred leaders: the current one wherever it stayed (a rebalance may have moved its
+    # slot away and brought it back elsewhere); else the replica leading the fewest.
+    leaders = {b: 0 for b in allowed}
     for k in keys:
-        if proposed[k][0] != current[k][0]:
+        if current[k][0] in proposed[k]:
+            leaders[current[k][0]] += 1
+    for k in keys:
+        if current[k][0] in proposed[k]:
+            leader = current[k][0]
+        else:
             leader = min(proposed[k], key=lambda b: (leaders[b], proposed[k].index(b)))
-            proposed[k].remove(leader)
-            proposed[k].insert(0, leader)
             leaders[leader] += 1
+        proposed[k].remove(leader)
+        proposed[k].insert(0, leader)
     for k in keys:
         assert len(proposed[k]) == len(current[k])
         assert len(set(proposed[k])) == len(proposed[k])
