@@ -35,6 +35,7 @@ from kafkalite.zk.errors import ZkError
 REFRESH_INTERVAL_S_DEFAULT = 2.0
 REFRESH_INTERVAL_S_MIN = 0.2
 BROKER_STATE_TIMEOUT_S = 3.0
+BAR_WIDTH = 24
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,13 @@ def read_snapshot(zk: ZkAdapter, seen: Iterable[PartitionKey] = ()) -> Snapshot:
     return Snapshot(moves, existing[0].throttle if existing is not None else {}, existing is not None, brokers)
 
 
+def format_moves_json(moves: list[PartitionMove]) -> str:
+    """A JSON list, one partition per line."""
+    if not moves:
+        return "[]"
+    return "[\n" + ",\n".join(f"  {json.dumps(m.to_json())}" for m in moves) + "\n]"
+
+
 def run_status(args: argparse.Namespace) -> int:
     if args.json and args.once:
         return fail("reassign status", "--json already prints once; give one of --json and --once", 2)
@@ -73,7 +81,7 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         with zookeeper(resolve_zookeeper(args.zookeeper)) as zk:
             if args.json:
-                print(json.dumps([m.to_json() for m in read_snapshot(zk).moves], indent=2))
+                print(format_moves_json(read_snapshot(zk).moves))
                 return 0
             with AdminClient(resolve_bootstrap(args.bootstrap)) as admin:
                 return _watch(zk, admin, args.interval, once=args.once)
@@ -95,8 +103,9 @@ def _watch(zk: ZkAdapter, admin: AdminClient, interval_s: float, *, once: bool) 
     console.print(f"reassignment of {len(snapshot.moves)} partitions"
                   f"{f', throttled to {rate:,} bytes/s' if rate else ''}")
     seen = {(m.topic, m.partition) for m in snapshot.moves}
-    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[copied]}"),
-               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[detail]}"))
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=BAR_WIDTH), TaskProgressColumn(),
+               TextColumn("{task.fields[copied]}"), TextColumn("ETA"), TimeRemainingColumn(compact=True),
+               TextColumn("{task.fields[detail]}"))
     with Progress(*columns, console=console, auto_refresh=False) as progress:
         tasks: dict[PartitionKey, Any] = {}
         while True:
@@ -205,6 +214,7 @@ def _progress_of(move: PartitionMove, metadata: ClusterMetadata, sizes: dict[int
     if counted is None:
         return MoveProgress(0, None, "?", f"copying to {_ids(move.adding)}  {where}")
     caught, total = counted
-    if total == 0:
-        return MoveProgress(0, None, "0 B", f"copying to {_ids(move.adding)}  {where}")
+    if total == 0:  # an empty log: copied once every new replica has created it
+        created = int(all(sizes.get(b, {}).get(name) is not None for b in move.adding))
+        return MoveProgress(created, 1, "0 B / 0 B", f"copying to {_ids(move.adding)}  {where}")
     return MoveProgress(caught, total, f"{_bytes(caught)} / {_bytes(total)}", f"copying to {_ids(move.adding)}  {where}")
