@@ -41,7 +41,7 @@ def check_connect_string(connect: str) -> None:
         parse_bootstrap(hosts)
     except ValueError as e:
         raise AdminError(f"bad --zookeeper {connect!r}: {str(e).replace('bootstrap server', 'ZooKeeper server')}") from None
-    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
+    if slash and (not chroot or chroot.endswith("/") or "//" in slash + chroot):
         raise AdminError(f"bad --zookeeper {connect!r}: bad chroot /{chroot}")
 
 
@@ -60,7 +60,7 @@ def zookeeper(connect: str) -> Iterator[ZkAdapter]:
         try:
             client.start(timeout=CONNECT_TIMEOUT_S)
         except KazooTimeoutError:
-            raise AdminError(f"cannot reach ZooKeeper at {connect} (no connection within {CONNECT_TIMEOUT_S:.0f} s)") from None
+            raise AdminError(f"cannot reach ZooKeeper at {connect} (no connection within {CONNECT_TIMEOUT_S:g} s)") from None
         yield ZkAdapter(client, request_timeout_s=REQUEST_TIMEOUT_S)
     finally:
         with contextlib.suppress(Exception):
