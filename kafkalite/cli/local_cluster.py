@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             b = c.add_broker(rack=args.rack.strip() or None)
             print(f"broker {b['id']} started (pid {b['pid']}): client {b['host']}:{b['port']}, "
                   f"inter-broker {b['inter_broker_port']}, admin {b['admin_port']}, rack {b['rack'] or '-'}")
+            racked = [x["id"] for x in c.state["brokers"] if x["rack"]]
+            if racked and not b["rack"]:
+                print(f"note: brokers {','.join(map(str, racked))} have racks and broker {b['id']} has none; "
+                      "rack-aware placement needs a rack on every broker (--rack)")
             print(f"bootstrap: {c.status()['bootstrap']}")
             return 0
         if args.cmd == "down":

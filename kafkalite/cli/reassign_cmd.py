@@ -142,6 +142,9 @@ def run_generate(args: argparse.Namespace) -> int:
         return 0
     _print_generate_table(current, proposed)
     moved = sum(len(set(current[k]) - set(v)) for k, v in proposed.items())
+    rackless = [b for b in brokers if racks.get(b) is None]
+    if rackless and len(rackless) < len(brokers):
+        print(f"note: broker {_replicas(rackless)} has no rack, so this plan does not spread replicas over racks")
     if not plan.partitions:
         print(f"nothing to move: every partition of {', '.join(topics)} is on brokers {_replicas(brokers)} "
               "with its replicas spread over the racks")
@@ -265,14 +268,17 @@ def run_execute(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     try:
         with zookeeper(resolve_zookeeper(args.zookeeper)) as zk:
-            existing = zk.get_reassignment()
-            deleted = existing is not None and zk.delete_reassignment()
+            try:
+                existing = zk.get_reassignment()
+                left = f"{len(existing[0].partitions)} partitions were left" if existing is not None else ""
+            except ZnodeDecodeError as e:  # written by something else: cancelling still deletes it
+                left = f"its znode was unreadable: {e.reason}"
+            deleted = zk.delete_reassignment()
     except (AdminError, ZkError) as e:
         return fail("reassign cancel", str(e))
     if not deleted:
         print("no reassignment in progress; nothing to cancel")
         return 0
-    assert existing is not None
-    print(f"cancelled the reassignment ({len(existing[0].partitions)} partitions were left): the controller moves "
-          "the partitions still in progress back to their original replicas; finished ones stay moved")
+    print(f"cancelled the reassignment ({left}): the controller moves the partitions still in progress "
+          "back to their original replicas; finished ones stay moved")
     return 0

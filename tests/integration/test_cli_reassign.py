@@ -178,3 +178,10 @@ def test_execute_checks_the_plan_writes_the_admin_znode_and_cancel_deletes_it(mo
     assert zk_client.exists(REASSIGN_ZNODE) is None
     assert "no reassignment in progress" in ok("reassign", "cancel", "--zookeeper", zk)
     failed_with("--json already prints once", "reassign", "status", "--json", "--once", "--zookeeper", zk, code=2)
+
+    # a znode some other tool wrote badly: reported in one line, and cancel still removes it
+    zk_client.create(REASSIGN_ZNODE, b'{"version": 1, "partitions": "all"}')
+    failed_with(f"cannot decode znode {REASSIGN_ZNODE}", "reassign", "status", "--json", "--zookeeper", zk)
+    failed_with(f"cannot decode znode {REASSIGN_ZNODE}", "reassign", "execute", "--plan", good, "--zookeeper", zk)
+    assert "its znode was unreadable" in ok("reassign", "cancel", "--zookeeper", zk)
+    assert zk_client.exists(REASSIGN_ZNODE) is None
