@@ -1,5 +1,6 @@
 """Replica placement for new topics and added partitions (DESIGN 6 "Topics"; seed 002
-"副本放置策略"; Kafka's AdminUtils.assignReplicasToBrokers).
+"副本放置策略"; Kafka's AdminUtils.assignReplicasToBrokers), and for moving existing
+partitions (`reassign_replicas`, behind `kafkalite reassign generate`).
 
 Rack-unaware: brokers sorted by id; partition i's first replica (the preferred leader) on
 broker (i + start_index) mod n; the others follow at a shift that grows by one every n
@@ -215,10 +216,29 @@ def reassign_replicas(
                 f" {len(allowed)} brokers given"
             )
     spread = _Spread(allowed, racks)
-    keys = sorted(current)
-    # A replaced replica's slot goes to its replacement, so the plan reads "3 -> 4".
-    slots = {k: spread.keepable(current[k]) for k in keys}
     load = {b: 0 for b in allowed}
+    proposed = _fill(current, allowed, spread, load)
+    if rebalance:
+        _rebalance(proposed, current, load, spread)
+    _put_leaders_first(proposed, current, allowed)
+    keys = sorted(current)
+    for k in keys:
+        assert len(proposed[k]) == len(current[k])
+        assert len(set(proposed[k])) == len(proposed[k])
+        assert set(proposed[k]) <= set(allowed)
+        assert spread.is_valid(proposed[k])
+    return proposed
+
+
+def _fill(
+    current: Mapping[PartitionKey, Sequence[int]], allowed: list[int], spread: _Spread, load: dict[int, int]
+) -> dict[PartitionKey, list[int]]:
+    """Keep what may stay; give each vacated slot the least-loaded broker that keeps the
+    spread reachable (replica count, then leaders kept, then id). A replaced replica's slot
+    goes to its replacement, so the plan reads "3 -> 4". Fills `load` (replicas per
+    allowed broker) as it goes."""
+    keys = sorted(current)
+    slots = {k: spread.keepable(current[k]) for k in keys}
     kept_leaders = {b: 0 for b in allowed}
     for k in keys:
         for b in slots[k]:
@@ -239,10 +259,16 @@ def reassign_replicas(
             replicas[i] = chosen
             load[chosen] += 1
         proposed[k] = [b for b in replicas if b is not None]
-    if rebalance:
-        _rebalance(proposed, current, load, spread)
-    # Preferred leaders: the current one wherever it stayed (a rebalance may have moved its
-    # slot away and brought it back elsewhere); else the replica leading the fewest.
+    return proposed
+
+
+def _put_leaders_first(
+    proposed: dict[PartitionKey, list[int]], current: Mapping[PartitionKey, Sequence[int]], allowed: list[int]
+) -> None:
+    """Preferred leaders: the current one wherever it stayed (a rebalance may have moved its
+    slot away and brought it back elsewhere); else the replica leading the fewest
+    partitions so far, earlier slots first."""
+    keys = sorted(current)
     leaders = {b: 0 for b in allowed}
     for k in keys:
         if current[k][0] in proposed[k]:
@@ -255,12 +281,6 @@ def reassign_replicas(
             leaders[leader] += 1
         proposed[k].remove(leader)
         proposed[k].insert(0, leader)
-    for k in keys:
-        assert len(proposed[k]) == len(current[k])
-        assert len(set(proposed[k])) == len(proposed[k])
-        assert set(proposed[k]) <= set(allowed)
-        assert spread.is_valid(proposed[k])
-    return proposed
 
 
 class _Spread:
