@@ -1,4 +1,8 @@
-"""Admin HTTP listener (aiohttp): /healthz, /metrics (Prometheus), /state (JSON)."""
+"""Admin HTTP listener (aiohttp): /healthz, /metrics (Prometheus), /state (JSON).
+
+/state is the broker's own view: its partitions (with `log_size_bytes`, the bytes of each
+replica's log on disk, which `kafkalite reassign status` compares between a leader and
+its new replicas), roles, HW/LEO, metadata cache and controller view."""
 
 from __future__ import annotations
 
@@ -38,4 +42,9 @@ class AdminHttp:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _state(self, request: web.Request) -> web.Response:
-        return web.json_response(self.broker.state())
+        state = self.broker.state()
+        for (topic, partition), replica in self.broker.replica_manager.partitions.items():
+            entry = state["partitions"].get(f"{topic}-{partition}")
+            if entry is not None:
+                entry["log_size_bytes"] = replica.log.size_bytes
+        return web.json_response(state)

@@ -4,6 +4,7 @@
     bin/cluster status [--dir DIR] [--json]
     bin/cluster kill ID [--signal KILL|TERM|STOP|CONT] [--dir DIR]
     bin/cluster start ID [--dir DIR]
+    bin/cluster add-broker [--rack R] [--dir DIR]
     bin/cluster down [--dir DIR]
 """
 
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     kill.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "STOP", "CONT"])
     start = sub.add_parser("start", help="start a stopped broker with its config and data")
     start.add_argument("id", type=int)
+    add = sub.add_parser("add-broker", help="start one more broker (the next id) in the running cluster")
+    add.add_argument("--rack", default="", help="its broker.rack")
     sub.add_parser("down", help="stop everything this cluster started")
-    for p in (up, st, kill, start, sub.choices["down"]):
+    for p in (up, st, kill, start, add, sub.choices["down"]):
         p.add_argument("--dir", default=".cluster", help="cluster directory (default ./.cluster)")
     args = parser.parse_args(argv)
     try:
@@ -83,6 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "start":
             c.start(args.id)
             print(f"broker {args.id} started (pid {c.broker(args.id)['pid']})")
+            return 0
+        if args.cmd == "add-broker":
+            b = c.add_broker(rack=args.rack.strip() or None)
+            print(f"broker {b['id']} started (pid {b['pid']}): client {b['host']}:{b['port']}, "
+                  f"inter-broker {b['inter_broker_port']}, admin {b['admin_port']}, rack {b['rack'] or '-'}")
+            racked = [x["id"] for x in c.state["brokers"] if x["rack"]]
+            if racked and not b["rack"]:
+                print(f"note: brokers {','.join(map(str, racked))} have racks and broker {b['id']} has none; "
+                      "rack-aware placement needs a rack on every broker (--rack)")
+            print(f"bootstrap: {c.status()['bootstrap']}")
             return 0
         if args.cmd == "down":
             c.down()

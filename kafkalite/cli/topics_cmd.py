@@ -32,7 +32,7 @@ from kafkalite.cli.admin_client import (
     fail,
     resolve_bootstrap,
 )
-from kafkalite.cli.zookeeper_arg import DEFAULT_ZOOKEEPER, ZOOKEEPER_ENV, resolve_zookeeper, zookeeper
+from kafkalite.cli.zk_session import add_zookeeper_argument, resolve_zookeeper, zookeeper
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -64,8 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, required=True, help="the new partition count")
     alter.add_argument("--force", action="store_true", help="needed to remove partitions (their data is deleted)")
-    alter.add_argument("--zookeeper", default=None, metavar="HOST:PORT",
-                       help=f"ZooKeeper, for removals (default ${ZOOKEEPER_ENV}, else {DEFAULT_ZOOKEEPER})")
+    add_zookeeper_argument(alter)  # removals go through ZooKeeper
     alter.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the new layout (default 30)")
     alter.set_defaults(func=run_alter)
 

@@ -2,10 +2,11 @@
 
 Used by `bin/cluster`, by the integration/compat/chaos tests and by the benchmarks. Broker
 i (ids 1..N) gets client port P+i-1, inter-broker port P+100+i-1 and admin port P+200+i-1
-(DESIGN.md section 4c). Everything lives under one directory: `cluster.json` (what runs
-where), `zookeeper/`, and `broker-<id>/` with `server.properties`, `data/` and
-`broker.log`. Processes are started in their own sessions and only ever signalled by the
-PIDs recorded here.
+(DESIGN.md section 4c); `add_broker` gives the next id the same scheme's ports, so ids go
+up to BROKERS_MAX before the blocks would overlap. Everything lives under one directory:
+`cluster.json` (what runs where, and the `--override`s every broker gets), `zookeeper/`,
+and `broker-<id>/` with `server.properties`, `data/` and `broker.log`. Processes are
+started in their own sessions and only ever signalled by the PIDs recorded here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +27,8 @@ from kafkalite.testing.zookeeper import ZooKeeperServer
 STATE_FILE = "cluster.json"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+# Client, inter-broker and admin ports come in blocks of 100 from the base port.
+BROKERS_MAX = 100
 
 
 class ClusterError(RuntimeError):
@@ -95,7 +99,8 @@ class LocalCluster:
         if not path.exists():
             raise ClusterError(f"no cluster in {d} (run `bin/cluster up` first)")
         state = json.loads(path.read_text())
-        c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"])
+        c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"],
+                overrides=state.get("overrides", {}))
         c.state = state
         return c
 
@@ -133,7 +138,7 @@ class LocalCluster:
                 raise ClusterError(f"ZooKeeper did not start on port {self.zk_port}: {e}") from None
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
-        self.state = {"base_port": self.base_port, "zookeeper": zk_state, "brokers": []}
+        self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
         for i in range(1, self.count + 1):
             self.state["brokers"].append(self._write_broker_config(i))
         self._save()
@@ -143,14 +148,20 @@ class LocalCluster:
         self.wait_ready(timeout_s)
         return self.status()
 
-    def _write_broker_config(self, i: int) -> dict[str, Any]:
+    def _scheme_ports(self, i: int) -> tuple[int, int, int]:
+        return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
+
+    def _write_broker_config(self, i: int, ports: tuple[int, int, int] | None = None, rack: str | None = None) -> dict[str, Any]:
         bdir = self.dir / f"broker-{i}"
         (bdir / "data").mkdir(parents=True, exist_ok=True)
-        if self.ports is not None:
+        if ports is not None:
+            port, ib_port, ad_port = ports
+        elif self.ports is not None:
             port, ib_port, ad_port = self.ports[i - 1]
         else:
-            port, ib_port, ad_port = self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
-        rack = self.racks[i - 1] if self.racks else ""
+            port, ib_port, ad_port = self._scheme_ports(i)
+        if rack is None:
+            rack = self.racks[i - 1] if self.racks else ""
         props = {
             "broker.id": i, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "inter.broker.listener": f"127.0.0.1:{ib_port}", "admin.listener": f"127.0.0.1:{ad_port}",
@@ -221,6 +232,51 @@ class LocalCluster:
         finally:
             client.stop()
             client.close()
+
+    # -- growing ------------------------------------------------------------------------
+    def add_broker(self, rack: str | None = None, *, ports: tuple[int, int, int] | None = None,
+                   timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+        """Start broker max(id)+1 in this running cluster, with the cluster's overrides, on
+        the base-port scheme's ports (or `ports`: client, inter-broker, admin), and wait
+        until it is registered and has the cluster's metadata. It is recorded in the state
+        file first, so `kill`, `start` and `down` know it even if it fails to start."""
+        self._reload()
+        if not self.state.get("brokers"):
+            raise ClusterError(f"no cluster in {self.dir} (run `bin/cluster up` first)")
+        try:
+            self._zk_view()
+        except Exception:  # noqa: BLE001 - any failure to reach it is reported the same way
+            raise ClusterError(f"ZooKeeper at {self.state['zookeeper']['connect']} is not reachable: "
+                               "is the cluster up? (`bin/cluster up`)") from None
+        new_id = max(b["id"] for b in self.state["brokers"]) + 1
+        if ports is None:
+            if new_id > BROKERS_MAX:
+                raise ClusterError(f"broker {new_id} would leave the base-port scheme (at most {BROKERS_MAX} brokers)")
+            ports = self._scheme_ports(new_id)
+        self._check_ports_free(new_id, ports)
+        b = self._write_broker_config(new_id, ports=ports, rack=rack or "")
+        self.state["brokers"].append(b)
+        self.count = len(self.state["brokers"])
+        self._save()
+        self._spawn(b)
+        self._save()
+        self.wait_ready(timeout_s, [new_id])
+        return b
+
+    def _check_ports_free(self, broker_id: int, ports: tuple[int, int, int]) -> None:
+        taken = {self.state["zookeeper"].get("port"): "ZooKeeper"}
+        for b in self.state["brokers"]:
+            for kind in ("port", "inter_broker_port", "admin_port"):
+                taken[b[kind]] = f"broker {b['id']}'s {kind.replace('_', '-')}"
+        for port, kind in zip(ports, ("client port", "inter-broker port", "admin port")):
+            if port in taken:
+                raise ClusterError(f"the {kind} {port} of broker {broker_id} is already {taken[port]}")
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    raise ClusterError(f"the {kind} {port} of broker {broker_id} is in use by another process") from None
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalite.cli.zookeeper_arg import zookeeper
+from kafkalite.cli.zk_session import zookeeper
 from kafkalite.testing.probes import broker_state, partition_view, wait_until
 from kafkalite.testing.verify import VerifyingProducer, partition_dirs, replica_logs_identical, verify
 from kafkalite.zk.codec import Reassignment, reassignment_throttle
