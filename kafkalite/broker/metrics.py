@@ -61,6 +61,15 @@ class BrokerMetrics:
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
+        # Fetch bytes this broker served, so one can tell which broker served a consumer
+        # (KIP-392). Labels: topic and, for consumers, whether this broker led the partition
+        # or served as a follower; cardinality is topics x 2, not partitions or clients.
+        self.consumer_fetch_bytes = Counter("kafkalite_consumer_fetch_bytes", "record bytes served to consumers, by topic and "
+                                            "by this broker's role (leader, follower)", ["topic", "served_as"], registry=r)
+        self.replica_fetch_bytes = Counter("kafkalite_replica_fetch_bytes", "record bytes served to follower replicas (replication)",
+                                           ["topic"], registry=r)
+        self.preferred_read_replica_redirects = Counter("kafkalite_preferred_read_replica_redirects", "consumer fetches this leader "
+                                                        "answered with a preferred read replica instead of records", ["topic"], registry=r)
         self.lags: dict[tuple[str, int], int] = {}
         for api in ("Produce", "Fetch"):  # exported from the start, as Kafka's request metrics are
             self.latency.labels(api)
@@ -79,6 +88,17 @@ class BrokerMetrics:
     def messages_in(self, topic: str, count: int, size: int) -> None:
         self.messages.labels(topic).inc(count)
         self.bytes_in.labels(topic).inc(size)
+
+    def fetch_bytes_served(self, topic: str, served_as: str, size: int) -> None:
+        """`served_as`: "leader" or "follower" for a consumer, "replication" for a follower."""
+        if served_as == "replication":
+            self.replica_fetch_bytes.labels(topic).inc(size)
+        else:
+            assert served_as in ("leader", "follower")
+            self.consumer_fetch_bytes.labels(topic, served_as).inc(size)
+
+    def preferred_read_replica_redirect(self, topic: str) -> None:
+        self.preferred_read_replica_redirects.labels(topic).inc()
 
     def replica_lag(self, tp: tuple[str, int], lag: int) -> None:
         self.lags[tp] = lag

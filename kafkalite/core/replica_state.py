@@ -341,8 +341,18 @@ class PartitionReplicaState:
     # --------------------------------------------------------------- leader side
 
     def validate_leader_epoch(self, request_leader_epoch: int) -> ErrorCode:
-        """Fencing for fetches (KIP-320): -1 means the client sent no epoch."""
+        """Fencing for requests only a leader answers (KIP-320): -1 means the client sent
+        no epoch."""
         if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return self.check_current_leader_epoch(request_leader_epoch)
+
+    def check_current_leader_epoch(self, request_leader_epoch: int) -> ErrorCode:
+        """Kafka's Partition.checkCurrentLeaderEpoch, whatever the role (a follower serving
+        a consumer checks it too, KIP-392): the request's epoch against the one this
+        replica knows. -1 means the client sent none. A replica with no role yet answers
+        NOT_LEADER_OR_FOLLOWER."""
+        if self._role is Role.NONE:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if request_leader_epoch < 0:
             return ErrorCode.NONE
