@@ -240,9 +240,14 @@ class ReplicaManager:
         to a preferred read replica. The bytes served are counted per topic and role."""
         result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                    max_bytes=max_bytes, client=client)
+        own_rack = self.settings["broker.rack"]
+        if client is None or not client.rack_id or not own_rack:
+            locality = "unknown"
+        else:
+            locality = "same_rack" if client.rack_id == own_rack else "other_rack"
         for (topic, _p), r in result:
             if r["records"]:
-                self.metrics.fetch_bytes_served(topic, "replication" if replica_id >= 0 else r["served_as"], len(r["records"]))
+                self.metrics.fetch_bytes_served(topic, "replication" if replica_id >= 0 else r["served_as"], len(r["records"]), locality)
             if r["preferred_read_replica"] >= 0:
                 self.metrics.preferred_read_replica_redirect(topic)
         return result

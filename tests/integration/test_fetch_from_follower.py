@@ -85,9 +85,10 @@ def assert_every_offset_once_in_order(seen: list[tuple[int, bytes]], count: int)
 
 
 def served(cluster, broker_id: int, topic: str) -> dict[str, float]:
-    """Consumer bytes this broker served for `topic` as leader and as follower, and the
-    fetches it redirected to a preferred read replica."""
-    out = {"leader": 0.0, "follower": 0.0, "redirects": 0.0}
+    """Consumer bytes this broker served for `topic` as leader and as follower, those of
+    them served to a client in its own rack, and the fetches it redirected to a preferred
+    read replica."""
+    out = {"leader": 0.0, "follower": 0.0, "same_rack": 0.0, "redirects": 0.0}
     text = metrics_text(cluster.broker(broker_id)["admin_port"])
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -95,6 +96,8 @@ def served(cluster, broker_id: int, topic: str) -> dict[str, float]:
                 continue
             if sample.name == "kafkalite_consumer_fetch_bytes_total":
                 out[sample.labels["served_as"]] += sample.value
+                if sample.labels["locality"] == "same_rack":
+                    out["same_rack"] += sample.value
             elif sample.name == "kafkalite_preferred_read_replica_redirects_total":
                 out["redirects"] += sample.value
     return out
@@ -119,6 +122,7 @@ def test_rack_b_consumer_reads_from_the_rack_b_follower(cluster_factory):
     assert_every_offset_once_in_order(seen, count)
     leader, rack_b, rack_c = (served(cluster, b, topic) for b in (LEADER, RACK_B_FOLLOWER, RACK_C_FOLLOWER))
     assert rack_b["follower"] >= count * VALUE_BYTES  # every record came from the rack-b follower
+    assert rack_b["same_rack"] == rack_b["follower"]  # ... which is in the consumer's rack
     assert leader["redirects"] >= 1  # ... because the leader named it
     assert leader["leader"] == 0
     assert rack_b["leader"] == 0
