@@ -116,6 +116,15 @@ class PurgatoryFullError(CoreError):
     code = ErrorCode.REQUEST_TIMED_OUT
 
 
+# The typed error of each code a fencing check returns (PartitionReplicaState's
+# validate_leader_epoch / check_current_leader_epoch), so every caller raises the same types.
+FENCING_ERRORS: dict[ErrorCode, type[CoreError]] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
+    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
+    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+}
+
+
 class IllegalTransitionError(RuntimeError):
     """Programmer error: an event that the state's transition table does not allow.
     Never caught (STYLE habit 7); like h11's LocalProtocolError it names state and event."""

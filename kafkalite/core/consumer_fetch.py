@@ -38,24 +38,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.core.codes import (
+    FENCING_ERRORS,
     ErrorCode,
-    FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
 )
 from kafkalite.core.replica_selector import ClientMetadata, PartitionView, ReplicaSelector, ReplicaView
 from kafkalite.core.replica_state import PartitionReplicaState
 
 TP = tuple[str, int]
-
-_EPOCH_ERRORS = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
-    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
-    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
-}
-
 
 class ReadSource(enum.Enum):
     LEADER = "leader"  # read here, as the leader, below the HW
@@ -115,7 +107,7 @@ def decide_consumer_read(
     assert 0 <= hw <= leo
     code = state.check_current_leader_epoch(fetch.current_leader_epoch)
     if code != ErrorCode.NONE:
-        raise _EPOCH_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {fetch.current_leader_epoch} here at {state.leader_epoch}")
+        raise FENCING_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {fetch.current_leader_epoch} here at {state.leader_epoch}")
     if fetch.fetch_offset < log_start_offset:
         raise OffsetOutOfRangeError(f"offset {fetch.fetch_offset} is below the log start {log_start_offset} of {tp[0]}-{tp[1]}")
     if state.is_leader:

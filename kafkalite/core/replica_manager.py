@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkalite.core.codes import (
+    FENCING_ERRORS,
     CoreError,
     ErrorCode,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
 )
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ConsumerRead, decide_consumer_read
 from kafkalite.core.messages import (
@@ -75,13 +75,6 @@ class NotEnoughReplicasError(CoreError):
 
 class UnknownTopicOrPartitionError(CoreError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-_FENCING_ERRORS: dict[ErrorCode, type[CoreError]] = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
-    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
-    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
-}
 
 
 class ReplicaLog(Protocol):
@@ -460,7 +453,7 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
         code = replica.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
         if code != ErrorCode.NONE:
-            raise _FENCING_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {current_leader_epoch} here at {replica.leader_epoch}")
+            raise FENCING_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {current_leader_epoch} here at {replica.leader_epoch}")
         return replica
 
     def maybe_shrink_isrs(self, now_ms: int, lag_time_max_ms: int) -> None:
