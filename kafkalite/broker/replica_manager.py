@@ -211,6 +211,7 @@ class ReplicaManager:
                                hw=part.hw, log_start=part.log_start_offset, leo=part.leo)
                     return out
                 records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
+                out["hw_news"] = decision.hw_news
                 if decision.hw_changed:
                     part.notify()
                 if self.core.alter_isr_pending:
@@ -236,8 +237,9 @@ class ReplicaManager:
         max_wait_ms: int, min_bytes: int, max_bytes: int, client: ClientMetadata | None = None,
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
         """Read every requested partition; park in the fetch purgatory until min_bytes.
-        Answered at once, as Kafka does, when a partition errs, diverges, or is redirected
-        to a preferred read replica. The bytes served are counted per topic and role."""
+        Answered at once, as Kafka does, when a partition errs, diverges, is redirected to
+        a preferred read replica, or (a follower's fetch) carries a HW the follower has not
+        been told yet. The bytes served are counted per topic and role."""
         result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                    max_bytes=max_bytes, client=client)
         own_rack = self.settings["broker.rack"]
@@ -261,7 +263,7 @@ class ReplicaManager:
             budget = max_bytes
             out = []
             total = 0
-            errored = False
+            answer_now = False
             for tp, req in requests:
                 r = self.read_partition(
                     tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
@@ -272,9 +274,10 @@ class ReplicaManager:
                 n = len(r["records"])
                 total += n
                 budget -= n
-                errored = errored or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+                answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+                              or r.get("hw_news", False))
                 out.append((tp, r))
-            return out, (total >= min_bytes or errored)
+            return out, (total >= min_bytes or answer_now)
 
         result, done = attempt()
         if done or max_wait_ms <= 0:
@@ -289,7 +292,8 @@ class ReplicaManager:
             if part is None:
                 return None
             if from_follower:
-                return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, part.log.bytes_available(fetch_offset, part.leo))
+                return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, part.log.bytes_available(fetch_offset, part.leo),
+                                  hw_news=part.state.follower_lacks_hw(replica_id))
             # A consumer may be served by a follower too (Fetch v11+, KIP-392); it waits
             # for the HW of whichever replica serves it, and up to the log end.
             serving = part.is_leader or (client is not None and part.state.is_follower)

@@ -282,6 +282,7 @@ class FetchProbe:
     end_offset: int
     bytes_available: int
     log_end_offset: int | None = None
+    hw_news: bool = False  # a follower's fetch: the leader's HW moved past what it was last told
 
 
 @dataclass(frozen=True)
@@ -293,8 +294,9 @@ class FetchPartitionStatus:
 class DelayedFetch:
     """Fetch with min_bytes / max_wait_ms (Kafka DelayedFetch.tryComplete): complete when a
     partition errs or changes leadership/epoch, when a fetch offset is beyond the log end (a
-    truncation happened: answer now so the fetcher learns), or when the bytes available
-    over all partitions reach min_bytes. Expiry at max_wait answers with what there is."""
+    truncation happened: answer now so the fetcher learns), when a follower has not been
+    told the current HW (case H, KIP-392), or when the bytes available over all partitions
+    reach min_bytes. Expiry at max_wait answers with what there is."""
 
     def __init__(self, partitions: Mapping[Key, FetchPartitionStatus], min_bytes: int) -> None:
         assert partitions
@@ -316,6 +318,8 @@ class DelayedFetch:
             log_end = seen.end_offset if seen.log_end_offset is None else seen.log_end_offset
             assert seen.end_offset <= log_end
             if status.fetch_offset > log_end:
+                return True
+            if seen.hw_news:
                 return True
             accumulated += max(0, seen.bytes_available)
         return accumulated >= self.min_bytes

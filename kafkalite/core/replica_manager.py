@@ -272,6 +272,7 @@ class FollowerRead:
     diverging: EpochEndOffset | None
     upper: int
     hw_changed: bool
+    hw_news: bool = False  # the follower was not yet told this HW: answer now, even without records
 
 
 class ReplicaManager:
@@ -410,7 +411,7 @@ class ReplicaManager:
         result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        return FollowerRead(None, replica.leo, result.hw_changed)
+        return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id))
 
     def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
                                  for_consumer: bool = False) -> EpochEndOffset:

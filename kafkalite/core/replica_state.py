@@ -396,6 +396,23 @@ class PartitionReplicaState:
         self.check_invariants()
         return FollowerFetchResult(hw_changed=hw_changed, alter_isr=alter_isr)
 
+    def note_hw_sent(self, replica_id: int) -> bool:
+        """The leader answers `replica_id`'s fetch with the current HW. Returns whether that
+        follower had not been told this HW yet: Kafka then answers at once instead of
+        waiting for data (KIP-392), so followers, which serve consumers below their HW,
+        learn each HW one round trip after the leader, not one fetch wait."""
+        self._require_leader()
+        follower = self._ledger.followers[replica_id]
+        news = follower.last_sent_hw < self._hw
+        follower.last_sent_hw = self._hw
+        return news
+
+    def follower_lacks_hw(self, replica_id: int) -> bool:
+        """Whether the HW moved since `replica_id` was last answered (its waiting fetch
+        should complete now: Kafka's DelayedFetch case H)."""
+        follower = self._ledger.followers.get(replica_id) if self.is_leader else None
+        return follower is not None and follower.last_sent_hw < self._hw
+
     def _maybe_expand_isr(self, replica_id: int) -> AlterIsrItem | None:
         """Kafka's needsExpandIsr: not in the ISR, no change in flight, LEO >= HW and >= the
         start offset of this leader epoch (so it holds everything this leader wrote under

@@ -220,3 +220,10 @@ def test_delayed_fetch_of_a_consumer_ahead_of_the_hw_waits_until_beyond_the_log_
     beyond = DelayedFetch({A: FetchPartitionStatus(16, 3)}, min_bytes=1)
     assert beyond.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_end_offset=15)) is True
     assert beyond.error_partitions == set()
+
+
+def test_delayed_fetch_of_a_follower_completes_when_the_hw_moved_past_what_it_was_told():
+    fetch = DelayedFetch({A: FetchPartitionStatus(10, 3)}, min_bytes=1)
+    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is False
+    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0, hw_news=True)) is True
+    assert fetch.error_partitions == set()
