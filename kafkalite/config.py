@@ -8,11 +8,14 @@ start-up error (ConfigError) whose message names the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from kafkalite.core.replica_selector import BUILTIN_SELECTORS, ReplicaSelector
 
 
 class ConfigError(Exception):
@@ -83,7 +86,7 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("replica.fetch.min.bytes", "int", 1, "min bytes of a replica fetch", _positive, "> 0"),
     Setting("replica.fetch.backoff.ms", "int", 200, "back-off after a replica fetch error", _non_negative, ">= 0"),
     Setting("replica.high.watermark.checkpoint.interval.ms", "int", 5000, "how often HWs are checkpointed", _positive, "> 0"),
-    Setting("replica.selector.class", "str", "LeaderSelector", "preferred read replica selector", lambda v: v.rsplit(".", 1)[-1] in ("LeaderSelector", "RackAwareReplicaSelector"), "LeaderSelector or RackAwareReplicaSelector"),
+    Setting("replica.selector.class", "str", "LeaderSelector", "who serves consumers (KIP-392): LeaderSelector, RackAwareReplicaSelector or a module.path.ClassName"),
     Setting("log.segment.bytes", "int", 1 << 30, "segment size before rolling", lambda v: v >= 1024, ">= 1024"),
     Setting("log.roll.ms", "int", 7 * 24 * 3600 * 1000, "segment age before rolling", _positive, "> 0"),
     Setting("log.index.interval.bytes", "int", 4096, "bytes between offset index entries", _positive, "> 0"),
@@ -191,6 +194,7 @@ class BrokerConfig:
                 if setting.default is None:
                     raise ConfigError(f"config key {setting.name!r} is required ({setting.doc})")
                 merged[setting.name] = setting.default
+        replica_selector_class(merged["replica.selector.class"])  # a bad class path stops start-up here
         self._values = merged
 
     def __getitem__(self, key: str) -> Any:
@@ -230,6 +234,53 @@ class BrokerConfig:
     @property
     def rack(self) -> str | None:
         return self._values["broker.rack"] or None
+
+
+_SELECTOR_KEY = "replica.selector.class"
+
+
+def replica_selector_class(name: str) -> type:
+    """The class `replica.selector.class` names (KIP-392): a built-in (`LeaderSelector`,
+    `RackAwareReplicaSelector`, or Kafka's `org.apache.kafka.common.replica.` names), or any
+    importable `module.path.ClassName` with a `select` method. Anything else is a
+    ConfigError naming the key (a user mistake: a message, never a traceback)."""
+    builtin = BUILTIN_SELECTORS.get(name)
+    if builtin is not None:
+        return builtin
+    module_name, dot, class_name = name.strip().rpartition(".")
+    if not dot or not module_name or not class_name:
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: {name!r} is neither LeaderSelector, RackAwareReplicaSelector "
+                          "nor a Python class path (module.path.ClassName)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: cannot import module {module_name!r} of {name!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - whatever the user's module raises while importing is a config problem
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: importing module {module_name!r} failed: {type(e).__name__}: {e}") from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: module {module_name!r} has no {class_name!r}")
+    if not isinstance(cls, type):
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: {name!r} is not a class")
+    if not callable(getattr(cls, "select", None)):
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: class {name!r} has no select(topic_partition, client_metadata, "
+                          "partition_view) method")
+    return cls
+
+
+def make_replica_selector(name: str, configs: Mapping[str, Any]) -> ReplicaSelector:
+    """An instance of the configured selector, given the broker's settings through its
+    optional `configure(configs)`. A plug-in whose constructor or configure fails is a
+    ConfigError naming the key."""
+    cls = replica_selector_class(name)
+    try:
+        selector = cls()
+        configure = getattr(selector, "configure", None)
+        if callable(configure):
+            configure(dict(configs))
+    except Exception as e:  # noqa: BLE001 - a plug-in refusing its configuration is a config problem
+        raise ConfigError(f"config key {_SELECTOR_KEY!r}: {name!r} could not be set up: {type(e).__name__}: {e}") from None
+    return selector
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

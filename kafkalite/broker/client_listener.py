@@ -101,11 +101,12 @@ class ClientListener(StreamServer):
             log.warning("closing %s: malformed request (%s)", peer, e)
             return None
         self.broker.metrics.request(ApiKey(header.api_key).name)
-        return asyncio.create_task(self._handle(header, body))
+        address = peer[0] if isinstance(peer, tuple) and peer else ""
+        return asyncio.create_task(self._handle(header, body, address))
 
-    async def _handle(self, header: RequestHeader, body: dict) -> list | None:
+    async def _handle(self, header: RequestHeader, body: dict, client_address: str) -> list | None:
         try:
-            resp = await self.apis.handle(header, body)
+            resp = await self.apis.handle(header, body, client_address)
         except OPERATING_ERRORS as e:
             return [error_response(header, body, error_code_for(e))]
         if resp is None:

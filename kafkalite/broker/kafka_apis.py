@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.placement import assign_replicas
+from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
@@ -67,10 +68,13 @@ class KafkaApis:
         self.cache = broker.metadata_cache
         self.settings = broker.settings
 
-    async def handle(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+    async def handle(self, header: RequestHeader, body: dict[str, Any], client_address: str = "") -> dict[str, Any] | None:
+        """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata)."""
         key = header.api_key
         if key in GROUP_APIS:
             return None  # answered by the listener with COORDINATOR_NOT_AVAILABLE via error_response
+        if key == ApiKey.FETCH:
+            return await self.fetch(header, body, client_address)
         handler = _HANDLERS[key]
         return await handler(self, header, body)
 
@@ -147,9 +151,15 @@ class KafkaApis:
         return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()], "throttle_time_ms": 0}
 
     # -- Fetch --------------------------------------------------------------------------
-    async def fetch(self, header: RequestHeader, body: dict) -> dict:
+    async def fetch(self, header: RequestHeader, body: dict, client_address: str = "") -> dict:
+        """A consumer's Fetch. From v11 it carries the client's rack: the leader may answer
+        a partition with no records and a `preferred_read_replica` (KIP-392), and followers
+        serve it below their HW; before v11 only leaders serve, as in Kafka."""
         if body.get("replica_id", -1) >= 0:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "session_id": 0, "responses": []}
+        client = None
+        if header.api_version >= 11:
+            client = ClientMetadata(rack_id=body.get("rack_id") or "", client_id=header.client_id or "", client_address=client_address)
         reqs = []
         for t in body["topics"]:
             for p in t["partitions"]:
@@ -160,14 +170,15 @@ class KafkaApis:
         t0 = time.monotonic()
         max_wait = min(max(body["max_wait_ms"], 0), 60_000)
         results = await self.rm.fetch(reqs, replica_id=-1, max_wait_ms=max_wait, min_bytes=body["min_bytes"],
-                                      max_bytes=max(body.get("max_bytes", 2**31 - 1), 1))
+                                      max_bytes=max(body.get("max_bytes", 2**31 - 1), 1), client=client)
         self.broker.metrics.request_latency("Fetch", time.monotonic() - t0)
         responses: dict[str, list] = {}
         for (topic, p), r in results:
             responses.setdefault(topic, []).append({
                 "partition_index": p, "error_code": r["error"], "high_watermark": r["hw"],
                 "last_stable_offset": r["hw"], "log_start_offset": r["log_start"],
-                "aborted_transactions": None, "preferred_read_replica": -1, "records": r["records"] or b"",
+                "aborted_transactions": None, "preferred_read_replica": r["preferred_read_replica"],
+                "records": r["records"] or b"",
             })
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()]}
@@ -211,19 +222,27 @@ class KafkaApis:
 
     # -- OffsetForLeaderEpoch (clients, KIP-320) ----------------------------------------
     async def offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
+        """A consumer's truncation check (KIP-320), answered by the leader only. Consumers
+        send replica_id -1 (v3; older versions carry none, -2 here): their end offset is
+        limited to the HW, and a new leader that does not know the true HW yet answers
+        OFFSET_NOT_AVAILABLE (the core decides; kafkalite.core.replica_manager)."""
+        for_consumer = body.get("replica_id", -2) < 0
         topics = []
         for t in body["topics"]:
             parts = []
             for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
                 out = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
-                part = self.rm.partitions.get((t["topic"], p["partition"]))
-                if part is None:
-                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif fenced := part.state.validate_leader_epoch(p.get("current_leader_epoch", -1)):
-                    out["error_code"] = int(fenced)
+                if tp not in self.rm.partitions:
+                    out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if self.cache.partition(*tp) is None
+                                            else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 else:
-                    epoch, end = part.log.leader_epoch_cache.end_offset_for(p["leader_epoch"], part.leo)
-                    out["leader_epoch"], out["end_offset"] = epoch, end
+                    try:
+                        answer = self.rm.core.offsets_for_leader_epoch(tp, p.get("current_leader_epoch", -1), p["leader_epoch"],
+                                                                       for_consumer=for_consumer)
+                        out["leader_epoch"], out["end_offset"] = answer.epoch, answer.end_offset
+                    except OPERATING_ERRORS as e:
+                        out["error_code"] = error_code_for(e)
                 parts.append(out)
             topics.append({"topic": t["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

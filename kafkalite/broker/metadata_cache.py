@@ -33,6 +33,8 @@ class MetadataCache:
         self.topics: dict[str, dict[int, PartitionMeta]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.version = 0
+        self._racks: dict[int, str | None] = {}
+        self._racks_version = -1
 
     def apply_update(self, body: dict[str, Any]) -> None:
         """Apply an UpdateMetadata body: full snapshot or a delta of changed partitions."""
@@ -59,6 +61,14 @@ class MetadataCache:
 
     def alive(self, broker_id: int) -> bool:
         return broker_id in self.brokers
+
+    def racks(self) -> dict[int, str | None]:
+        """Live brokers and their racks (rebuilt once per update, read on every consumer
+        fetch by the KIP-392 decision)."""
+        if self._racks_version != self.version:
+            self._racks = {b.id: b.rack for b in self.brokers.values()}
+            self._racks_version = self.version
+        return self._racks
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -61,6 +61,18 @@ class BrokerMetrics:
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
+        # Fetch bytes this broker served, so one can tell which broker served a consumer
+        # (KIP-392). Labels: topic; for consumers, whether this broker led the partition or
+        # served as a follower, and whether the client's rack (Fetch v11 rack_id) is this
+        # broker's: same_rack, other_rack, or unknown (either has none). Cardinality stays
+        # at topics x 6, whatever the partitions, clients or rack names.
+        self.consumer_fetch_bytes = Counter("kafkalite_consumer_fetch_bytes", "record bytes served to consumers, by topic, "
+                                            "by this broker's role (leader, follower) and by the client's rack (same_rack, "
+                                            "other_rack, unknown)", ["topic", "served_as", "locality"], registry=r)
+        self.replica_fetch_bytes = Counter("kafkalite_replica_fetch_bytes", "record bytes served to follower replicas (replication)",
+                                           ["topic"], registry=r)
+        self.preferred_read_replica_redirects = Counter("kafkalite_preferred_read_replica_redirects", "consumer fetches this leader "
+                                                        "answered with a preferred read replica instead of records", ["topic"], registry=r)
         self.lags: dict[tuple[str, int], int] = {}
         for api in ("Produce", "Fetch"):  # exported from the start, as Kafka's request metrics are
             self.latency.labels(api)
@@ -79,6 +91,19 @@ class BrokerMetrics:
     def messages_in(self, topic: str, count: int, size: int) -> None:
         self.messages.labels(topic).inc(count)
         self.bytes_in.labels(topic).inc(size)
+
+    def fetch_bytes_served(self, topic: str, served_as: str, size: int, locality: str = "unknown") -> None:
+        """`served_as`: "leader" or "follower" for a consumer (`locality`: same_rack,
+        other_rack or unknown), "replication" for a follower."""
+        if served_as == "replication":
+            self.replica_fetch_bytes.labels(topic).inc(size)
+        else:
+            assert served_as in ("leader", "follower")
+            assert locality in ("same_rack", "other_rack", "unknown")
+            self.consumer_fetch_bytes.labels(topic, served_as, locality).inc(size)
+
+    def preferred_read_replica_redirect(self, topic: str) -> None:
+        self.preferred_read_replica_redirects.labels(topic).inc()
 
     def replica_lag(self, tp: tuple[str, int], lag: int) -> None:
         self.lags[tp] = lag

@@ -24,8 +24,10 @@ from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
+from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ReadSource
 from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
+from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
@@ -66,6 +68,9 @@ class ReplicaManager:
         self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
         self.fetchers: FetcherManager | None = None  # set by the broker
         self.alter_isr_due: Callable[[], None] = lambda: None  # set by the broker: wakes its AlterIsr sender
+        # Set by the broker: its metadata cache's view of a partition (live brokers and
+        # racks, the controller's ISR) for the consumer-fetch decision (KIP-392).
+        self.cluster_view: Callable[[tuple[str, int]], ClusterView] = lambda tp: ClusterView()
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
 
     @property
@@ -189,10 +194,14 @@ class ReplicaManager:
     def read_partition(
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
         current_leader_epoch: int = -1, last_fetched_epoch: int = -1, min_one: bool = True,
+        client: ClientMetadata | None = None,
     ) -> dict[str, Any]:
-        """One partition of a Fetch / ReplicaFetch; never raises operating errors."""
+        """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
+        consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
+        (`served_as`: leader, follower, or a redirect to `preferred_read_replica`)."""
         part = self.partitions.get(tp)
-        out: dict[str, Any] = {"error": 0, "hw": -1, "log_start": -1, "leo": -1, "records": b""}
+        out: dict[str, Any] = {"error": 0, "hw": -1, "log_start": -1, "leo": -1, "records": b"",
+                               "preferred_read_replica": -1, "served_as": None}
         try:
             if replica_id >= 0:
                 decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms())
@@ -208,13 +217,20 @@ class ReplicaManager:
                 else:
                     records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
                     quotas.record_leader(tp, replica_id, len(records), now)
+                out["hw_news"] = decision.hw_news
                 if decision.hw_changed:
                     part.notify()
                 if self.core.alter_isr_pending:
                     self.alter_isr_due()
             else:
-                part = self.core.consumer_fetch(tp, current_leader_epoch)
-                records = part.read(fetch_offset, max_bytes, upper=part.hw, min_one=min_one)
+                fetch = ConsumerFetch(fetch_offset, current_leader_epoch, client)
+                part, read = self.core.consumer_fetch(tp, fetch, self.cluster_view(tp), monotonic_ms())
+                out["served_as"] = read.source.value
+                if read.source is ReadSource.REDIRECT:
+                    out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo,
+                               preferred_read_replica=read.preferred_read_replica)
+                    return out
+                records = part.read(fetch_offset, max_bytes, upper=read.upper, min_one=min_one)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
         except OPERATING_ERRORS as e:
             out["error"] = error_code_for(e)
@@ -224,28 +240,50 @@ class ReplicaManager:
 
     async def fetch(
         self, requests: list[tuple[tuple[str, int], dict[str, Any]]], *, replica_id: int,
-        max_wait_ms: int, min_bytes: int, max_bytes: int,
+        max_wait_ms: int, min_bytes: int, max_bytes: int, client: ClientMetadata | None = None,
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
-        """Read every requested partition; park in the fetch purgatory until min_bytes."""
+        """Read every requested partition; park in the fetch purgatory until min_bytes.
+        Answered at once, as Kafka does, when a partition errs, diverges, is redirected to
+        a preferred read replica, or (a follower's fetch) carries a HW the follower has not
+        been told yet. The bytes served are counted per topic and role."""
+        result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                   max_bytes=max_bytes, client=client)
+        own_rack = self.settings["broker.rack"]
+        if client is None or not client.rack_id or not own_rack:
+            locality = "unknown"
+        else:
+            locality = "same_rack" if client.rack_id == own_rack else "other_rack"
+        for (topic, _p), r in result:
+            if r["records"]:
+                self.metrics.fetch_bytes_served(topic, "replication" if replica_id >= 0 else r["served_as"], len(r["records"]), locality)
+            if r["preferred_read_replica"] >= 0:
+                self.metrics.preferred_read_replica_redirect(topic)
+        return result
+
+    async def _fetch(
+        self, requests: list[tuple[tuple[str, int], dict[str, Any]]], *, replica_id: int,
+        max_wait_ms: int, min_bytes: int, max_bytes: int, client: ClientMetadata | None,
+    ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
 
         def attempt() -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], bool]:
             budget = max_bytes
             out = []
             total = 0
-            errored = False
+            answer_now = False
             for tp, req in requests:
                 r = self.read_partition(
                     tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
                     current_leader_epoch=req.get("current_leader_epoch", -1),
                     last_fetched_epoch=req.get("last_fetched_epoch", -1),
-                    min_one=(total == 0),
+                    min_one=(total == 0), client=client,
                 )
                 n = len(r["records"])
                 total += n
                 budget -= n
-                errored = errored or r["error"] != 0 or "diverging_epoch" in r
+                answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+                              or r.get("hw_news", False))
                 out.append((tp, r))
-            return out, (total >= min_bytes or errored)
+            return out, (total >= min_bytes or answer_now)
 
         result, done = attempt()
         if done or max_wait_ms <= 0:
@@ -253,16 +291,23 @@ class ReplicaManager:
         if not requests:  # nothing to wait for but the time, as Kafka does
             await asyncio.sleep(max_wait_ms / 1000)
             return result
-        upper_is_leo = replica_id >= 0  # followers read to the LEO, consumers to the HW
+        from_follower = replica_id >= 0  # followers read to the LEO, from leaders; consumers to the HW
 
         def probe(tp: tuple[str, int], fetch_offset: int) -> FetchProbe | None:
             part = self.partitions.get(tp)
             if part is None:
                 return None
-            end = part.leo if upper_is_leo else part.hw
-            if upper_is_leo and self.core.quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, monotonic_ms()):
-                return FetchProbe(part.leader_epoch if part.is_leader else None, end, 0)  # nothing it may have yet
-            return FetchProbe(part.leader_epoch if part.is_leader else None, end, part.log.bytes_available(fetch_offset, end))
+            if from_follower:
+                if self.core.quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, monotonic_ms()):
+                    # a replica being added, over its rate: nothing it may have yet
+                    return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, 0,
+                                      hw_news=part.state.follower_lacks_hw(replica_id))
+                return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, part.log.bytes_available(fetch_offset, part.leo),
+                                  hw_news=part.state.follower_lacks_hw(replica_id))
+            # A consumer may be served by a follower too (Fetch v11+, KIP-392); it waits
+            # for the HW of whichever replica serves it, and up to the log end.
+            serving = part.is_leader or (client is not None and part.state.is_follower)
+            return FetchProbe(part.leader_epoch if serving else None, part.hw, part.log.bytes_available(fetch_offset, part.hw), part.leo)
 
         statuses = {tp: FetchPartitionStatus(req["fetch_offset"], req.get("current_leader_epoch", -1)) for tp, req in requests}
         await self.delayed.wait_fetch(DelayedFetch(statuses, min_bytes), max_wait_ms, probe)

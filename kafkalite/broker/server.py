@@ -47,7 +47,8 @@ from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.clock import wall_ms
-from kafkalite.config import BrokerConfig
+from kafkalite.config import BrokerConfig, make_replica_selector
+from kafkalite.core.consumer_fetch import ClusterView
 from kafkalite.core.messages import AlterIsrResponse
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig
@@ -88,6 +89,11 @@ class Broker:
         self.metadata_updates = MetadataUpdates()
         self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg))
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
+        # KIP-392: the selector the core asks who serves a consumer (ConfigError if a
+        # plug-in cannot be set up), and the metadata cache's view it decides from.
+        self.replica_selector = make_replica_selector(self.settings["replica.selector.class"], self.settings)
+        self.replica_manager.core.replica_selector = self.replica_selector
+        self.replica_manager.cluster_view = self._cluster_view
         self.kazoo: KazooClient | None = None
         self.zk: ZkAdapter = None  # type: ignore[assignment]
         self.broker_epoch = -1
@@ -311,6 +317,14 @@ class Broker:
                 log.info("re-registration failed (%s); retrying", e)
             await asyncio.sleep(0.5)
 
+    def _cluster_view(self, tp: tuple[str, int]) -> ClusterView:
+        """What the metadata cache says of a partition, for the consumer-fetch decision."""
+        cache = self.metadata_cache
+        meta = cache.partition(*tp)
+        if meta is None:
+            return ClusterView(cache.racks(), False)
+        return ClusterView(cache.racks(), True, meta.isr, meta.leader_epoch)
+
     # -- peers --------------------------------------------------------------------------
     def note_broker_address(self, broker_id: int, host: str, port: int) -> None:
         self.peer_addresses[broker_id] = (host, port)
@@ -474,6 +488,9 @@ class Broker:
                 await component.close()
         for client in self.peers.values():
             await client.close()
+        close_selector = getattr(self.replica_selector, "close", None)
+        if callable(close_selector):
+            close_selector()
         log.info("stopping: checkpoints and %d logs (%.0f ms)", len(self.logs.logs()), (time.monotonic() - t0) * 1000)
         try:
             self.logs.write_hw_checkpoint(self.replica_manager.hw_checkpoint_snapshot())

@@ -40,7 +40,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(run(cfg))
-    except BrokerIdInUseError as e:
+    except (BrokerIdInUseError, ConfigError) as e:  # ConfigError: a replica selector plug-in that cannot be set up
         print(f"kafkalite broker: {e}", file=sys.stderr)
         return 2
     except LogDirError as e:

@@ -3,6 +3,7 @@
     kafkalite produce TOPIC [--acks all|1|0] [--key-separator SEP] [--partition N] < lines
     kafkalite consume TOPIC [--from-beginning | --offset N] [--partition N]
                       [--max-messages N] [--timeout-ms T] [--print-offset] [--print-key]
+                      [--client-rack RACK]
 
 produce: one message per stdin line (without its newline). With --key-separator the text
 before the first SEP is the key and the rest the value; a line without SEP is sent with no
@@ -15,8 +16,10 @@ the end of each partition (new messages only), at the beginning (--from-beginnin
 offset N of each partition (--offset). It stops after --max-messages, or when no message
 arrived for --timeout-ms: 5000 ms by default, 30000 ms when --max-messages is given (so a
 script waiting for N messages gives a producer time), 0 = wait forever (Ctrl-C stops).
-Each message is one line: ``[PARTITION:OFFSET<TAB>][KEY<TAB>]VALUE`` (a missing key prints
-as ``null``). A count goes to stderr at the end, as kafka-console-consumer does.
+With --client-rack the consumer sends its rack (librdkafka's `client.rack`), so brokers
+configured with `replica.selector.class=RackAwareReplicaSelector` serve it from a replica in
+that rack (KIP-392). Each message is one line: ``[PARTITION:OFFSET<TAB>][KEY<TAB>]VALUE``
+(a missing key prints as ``null``). A count goes to stderr at the end, as kafka-console-consumer does.
 Exit codes: 0 ok, 1 failed (one line on stderr), 2 usage error.
 """
 
@@ -64,6 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop when nothing arrived for T ms (default 5000, or 30000 with --max-messages; 0 = never)")
     c.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET and a tab")
     c.add_argument("--print-key", action="store_true", help="prefix the key and a tab")
+    c.add_argument("--client-rack", metavar="RACK", default="", help="this consumer's rack (client.rack): fetch from a replica in it")
     add_bootstrap_argument(c)
     c.set_defaults(func=run_consume)
 
@@ -172,7 +176,7 @@ def run_consume(args: argparse.Namespace) -> int:
         consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": "kafkalite-cli-unused", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": False,
-            "auto.offset.reset": "earliest" if args.from_beginning else "latest", **_QUIET,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest", "client.rack": args.client_rack, **_QUIET,
         })
     except KafkaException as e:
         return fail("consume", str(e.args[0]))

@@ -83,6 +83,14 @@ class OffsetOutOfRangeError(CoreError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class OffsetNotAvailableError(CoreError):
+    """The offset exists (or will) on the leader but cannot be answered here yet: a follower
+    asked for records it has not replicated, or a new leader asked for its latest epoch's
+    end before it knows the true HW (KIP-392). Clients back off and retry (at the leader)."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
 class InvalidRequestError(CoreError):
     """A cluster-internal request that contradicts itself (e.g. a LeaderAndIsr whose leader
     is not in its ISR). Answered, never applied half-way."""
@@ -106,6 +114,15 @@ class PurgatoryFullError(CoreError):
     """The purgatory is at its bound; the shell answers the request at once instead."""
 
     code = ErrorCode.REQUEST_TIMED_OUT
+
+
+# The typed error of each code a fencing check returns (PartitionReplicaState's
+# validate_leader_epoch / check_current_leader_epoch), so every caller raises the same types.
+FENCING_ERRORS: dict[ErrorCode, type[CoreError]] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
+    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
+    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+}
 
 
 class IllegalTransitionError(RuntimeError):

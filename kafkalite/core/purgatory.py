@@ -275,12 +275,18 @@ class DelayedProduce:
 @dataclass(frozen=True)
 class FetchProbe:
     """The shell's answer about one partition of a waiting fetch: the leader epoch now
-    (None if no longer leader/replica), the end offset the fetcher may read to (HW for
-    consumers, LEO for followers) and the bytes available from the fetch offset."""
+    (None if this replica can no longer serve it), the end offset the fetcher may read to
+    (HW for consumers, LEO for followers), the bytes available from the fetch offset, and
+    the log end offset (None: the same as `end_offset`). A fetch offset between the end
+    offset and the log end waits (a consumer ahead of a lagging HW, as Kafka's delayed
+    fetch does); one beyond the log end is answered at once (a truncation, or a follower
+    that lacks the offset)."""
 
     leader_epoch: int | None
     end_offset: int
     bytes_available: int
+    log_end_offset: int | None = None
+    hw_news: bool = False  # a follower's fetch: the leader's HW moved past what it was last told
 
 
 @dataclass(frozen=True)
@@ -291,9 +297,10 @@ class FetchPartitionStatus:
 
 class DelayedFetch:
     """Fetch with min_bytes / max_wait_ms (Kafka DelayedFetch.tryComplete): complete when a
-    partition errs or changes leadership/epoch, when a fetch offset is beyond the end (a
-    truncation happened: answer now so the fetcher learns), or when the bytes available
-    over all partitions reach min_bytes. Expiry at max_wait answers with what there is."""
+    partition errs or changes leadership/epoch, when a fetch offset is beyond the log end (a
+    truncation happened: answer now so the fetcher learns), when a follower has not been
+    told the current HW (case H, KIP-392), or when the bytes available over all partitions
+    reach min_bytes. Expiry at max_wait answers with what there is."""
 
     def __init__(self, partitions: Mapping[Key, FetchPartitionStatus], min_bytes: int) -> None:
         assert partitions
@@ -312,7 +319,11 @@ class DelayedFetch:
             if status.leader_epoch >= 0 and seen.leader_epoch != status.leader_epoch:
                 self.error_partitions.add(key)
                 return True
-            if status.fetch_offset > seen.end_offset:
+            log_end = seen.end_offset if seen.log_end_offset is None else seen.log_end_offset
+            assert seen.end_offset <= log_end
+            if status.fetch_offset > log_end:
+                return True
+            if seen.hw_news:
                 return True
             accumulated += max(0, seen.bytes_available)
         return accumulated >= self.min_bytes

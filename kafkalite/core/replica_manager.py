@@ -7,8 +7,9 @@ and which leader each followed partition fetches from. It decides:
 - LeaderAndIsr and StopReplica: fencing, become leader / follower, which fetches start or
   stop (`RoleChanges`, executed by the driver's fetchers), which replicas go;
 - the leader's side of a follower fetch (KIP-320 epoch fencing, DIVERGING_EPOCH, the
-  follower's LEO for ISR and HW) and of OffsetsForLeaderEpoch; the bounds of a consumer read;
-  whether a produce may append;
+  follower's LEO for ISR and HW) and of OffsetsForLeaderEpoch (a follower's, or a
+  consumer's, KIP-320); where a consumer's fetch is served and how far it reads (KIP-392,
+  kafkalite.core.consumer_fetch); whether a produce may append;
 - the follower's side of a fetch: where to truncate (KIP-101) and what to do after an error;
 - AlterIsr (KIP-497): the proposals to send, one in flight per partition, and the answers.
 
@@ -26,13 +27,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkalite.core.codes import (
+    FENCING_ERRORS,
     CoreError,
     ErrorCode,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
 )
+from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ConsumerRead, decide_consumer_read
 from kafkalite.core.messages import (
     AlterIsrPartitionResult,
     AlterIsrProposal,
@@ -42,6 +45,7 @@ from kafkalite.core.messages import (
     StopReplica,
 )
 from kafkalite.core.quota import ReplicationQuotas
+from kafkalite.core.replica_selector import LeaderSelector, ReplicaSelector
 from kafkalite.core.replica_state import (
     AlterIsrItem,
     FollowerFetchResult,
@@ -72,13 +76,6 @@ class NotEnoughReplicasError(CoreError):
 
 class UnknownTopicOrPartitionError(CoreError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-_FENCING_ERRORS: dict[ErrorCode, type[CoreError]] = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
-    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
-    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
-}
 
 
 class ReplicaLog(Protocol):
@@ -276,6 +273,7 @@ class FollowerRead:
     diverging: EpochEndOffset | None
     upper: int
     hw_changed: bool
+    hw_news: bool = False  # the follower was not yet told this HW: answer now, even without records
 
 
 class ReplicaManager:
@@ -291,6 +289,9 @@ class ReplicaManager:
         self._alter_isr_due: set[TP] = set()
         self._alter_isr_in_flight: dict[TP, AlterIsrItem] = {}
         self.quotas = ReplicationQuotas(broker_id)  # the throttle of replicas being added
+        # `replica.selector.class` (KIP-392): who serves a consumer's fetch of a partition
+        # this broker leads. The driver installs the configured one; None: leaders serve.
+        self.replica_selector: ReplicaSelector | None = LeaderSelector()
 
     def add(self, replica: Replica) -> None:
         """A local replica found at start-up: no role until the controller gives one."""
@@ -417,19 +418,42 @@ class ReplicaManager:
         result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        return FollowerRead(None, replica.leo, result.hw_changed)
+        return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id))
 
-    def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int) -> EpochEndOffset:
+    def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
+                                 for_consumer: bool = False) -> EpochEndOffset:
+        """The leader's answer to OffsetsForLeaderEpoch: a follower's (KIP-101) or a
+        consumer's truncation check (KIP-320). Only leaders answer. For a consumer the end
+        offset is limited to the HW (it must not learn of offsets it could not read); a new
+        leader whose HW is still below the start of its epoch does not know the true HW
+        yet and answers OFFSET_NOT_AVAILABLE instead, so the consumer retries rather than
+        mistake the lagging HW for a truncation (KIP-392, seed 003). Once the HW has
+        reached the epoch's start, only the latest epoch can end above it."""
         replica = self._fenced_leader(tp, current_leader_epoch)
         if requested_epoch < 0:
             return EpochEndOffset(-1, -1)
-        return end_offset_for_epoch(replica.replica_log.epoch_entries(), replica.leo, requested_epoch)
+        answer = end_offset_for_epoch(replica.replica_log.epoch_entries(), replica.leo, requested_epoch)
+        if not for_consumer or answer.end_offset <= replica.hw:
+            return answer
+        if replica.hw < replica.state.leader_epoch_start_offset:
+            raise OffsetNotAvailableError(f"{tp[0]}-{tp[1]}: the HW {replica.hw} of leader epoch {replica.leader_epoch} "
+                                          f"is still below the epoch's start {replica.state.leader_epoch_start_offset}")
+        return EpochEndOffset(answer.epoch, replica.hw)
 
-    def consumer_fetch(self, tp: TP, current_leader_epoch: int) -> Replica:
-        """A consumer reads from the leader only, below the HW (DESIGN 5)."""
-        if tp not in self.replicas:
-            raise UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
-        return self._fenced_leader(tp, current_leader_epoch)
+    def consumer_fetch(self, tp: TP, fetch: ConsumerFetch, cluster: ClusterView, now_ms: int) -> tuple[Replica, ConsumerRead]:
+        """One partition of a consumer's Fetch: served by this replica (as leader or, for
+        Fetch v11+, as an in-sync follower) below its HW, or redirected by the leader to
+        the preferred read replica the selector chose (KIP-392; kafkalite.core.consumer_fetch).
+        A partition this broker does not hold is NOT_LEADER_OR_FOLLOWER when the cluster
+        has it (the client asks the leader again), else UNKNOWN_TOPIC_OR_PARTITION."""
+        replica = self.replicas.get(tp)
+        if replica is None:
+            error = NotLeaderOrFollowerError if cluster.partition_known else UnknownTopicOrPartitionError
+            raise error(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
+        read = decide_consumer_read(tp, replica.state, log_start_offset=replica.log_start_offset, hw=replica.hw,
+                                    leo=replica.leo, fetch=fetch, cluster=cluster, selector=self.replica_selector,
+                                    now_ms=now_ms)
+        return replica, read
 
     def _fenced_leader(self, tp: TP, current_leader_epoch: int) -> Replica:
         replica = self.replicas.get(tp)
@@ -437,7 +461,7 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
         code = replica.state.validate_leader_epoch(current_leader_epoch)  # not leader, or KIP-320 fencing
         if code != ErrorCode.NONE:
-            raise _FENCING_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {current_leader_epoch} here at {replica.leader_epoch}")
+            raise FENCING_ERRORS[code](f"{tp[0]}-{tp[1]}: leader epoch {current_leader_epoch} here at {replica.leader_epoch}")
         return replica
 
     def maybe_shrink_isrs(self, now_ms: int, lag_time_max_ms: int) -> None:

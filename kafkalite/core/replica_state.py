@@ -341,8 +341,18 @@ class PartitionReplicaState:
     # --------------------------------------------------------------- leader side
 
     def validate_leader_epoch(self, request_leader_epoch: int) -> ErrorCode:
-        """Fencing for fetches (KIP-320): -1 means the client sent no epoch."""
+        """Fencing for requests only a leader answers (KIP-320): -1 means the client sent
+        no epoch."""
         if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return self.check_current_leader_epoch(request_leader_epoch)
+
+    def check_current_leader_epoch(self, request_leader_epoch: int) -> ErrorCode:
+        """Kafka's Partition.checkCurrentLeaderEpoch, whatever the role (a follower serving
+        a consumer checks it too, KIP-392): the request's epoch against the one this
+        replica knows. -1 means the client sent none. A replica with no role yet answers
+        NOT_LEADER_OR_FOLLOWER."""
+        if self._role is Role.NONE:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if request_leader_epoch < 0:
             return ErrorCode.NONE
@@ -385,6 +395,23 @@ class PartitionReplicaState:
         hw_changed = self.maybe_increment_hw(leader_leo)
         self.check_invariants()
         return FollowerFetchResult(hw_changed=hw_changed, alter_isr=alter_isr)
+
+    def note_hw_sent(self, replica_id: int) -> bool:
+        """The leader answers `replica_id`'s fetch with the current HW. Returns whether that
+        follower had not been told this HW yet: Kafka then answers at once instead of
+        waiting for data (KIP-392), so followers, which serve consumers below their HW,
+        learn each HW one round trip after the leader, not one fetch wait."""
+        self._require_leader()
+        follower = self._ledger.followers[replica_id]
+        news = follower.last_sent_hw < self._hw
+        follower.last_sent_hw = self._hw
+        return news
+
+    def follower_lacks_hw(self, replica_id: int) -> bool:
+        """Whether the HW moved since `replica_id` was last answered (its waiting fetch
+        should complete now: Kafka's DelayedFetch case H)."""
+        follower = self._ledger.followers.get(replica_id) if self.is_leader else None
+        return follower is not None and follower.last_sent_hw < self._hw
 
     def _maybe_expand_isr(self, replica_id: int) -> AlterIsrItem | None:
         """Kafka's needsExpandIsr: not in the ISR, no change in flight, LEO >= HW and >= the

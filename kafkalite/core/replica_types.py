@@ -86,6 +86,10 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    # The HW the leader last answered this follower with (Kafka's lastSentHighWatermark,
+    # KIP-392): when the HW moves past it, the follower's waiting fetch is answered at
+    # once, so a follower serving consumers learns each HW without waiting for new data.
+    last_sent_hw: int = UNKNOWN_OFFSET
 
 
 class Role(enum.Enum):

@@ -106,6 +106,10 @@ def test_topic_lifecycle_produce_consume_and_user_mistakes(cluster):
     out = ok("consume", "events", "--partition", str(fullest), "--offset", "2", "--max-messages", str(n - 2),
              "--print-offset", boot=boot)
     assert [line.split("\t")[0] for line in out.splitlines()] == [f"{fullest}:{o}" for o in range(2, n)]
+    # with a client rack (Fetch v11 rack_id; these brokers keep the leader-only default)
+    out = ok("consume", "events", "--partition", str(fullest), "--from-beginning", "--max-messages", str(n),
+             "--print-offset", "--client-rack", "b", boot=boot)
+    assert [line.split("\t")[0] for line in out.splitlines()] == [f"{fullest}:{o}" for o in range(n)]
     # nothing new: stops after the idle timeout with nothing printed
     assert ok("consume", "events", "--timeout-ms", "1500", boot=boot) == ""
 

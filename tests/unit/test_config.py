@@ -62,3 +62,62 @@ def test_sample_configs_load():
     root = pathlib.Path(__file__).resolve().parents[2] / "config"
     for f in sorted(root.glob("broker*")):
         assert load_config(f).broker_id >= 1
+
+
+# -- replica.selector.class (KIP-392) ------------------------------------------------------
+
+def test_replica_selector_class_built_ins_kafka_names_and_class_paths(tmp_path):
+    from kafkalite.config import make_replica_selector, replica_selector_class
+    from kafkalite.core.replica_selector import LeaderSelector, RackAwareReplicaSelector
+    from kafkalite.testing.replica_selectors import PinnedReplicaSelector
+
+    assert load_config(None, ["broker.id=1"])["replica.selector.class"] == "LeaderSelector"
+    assert replica_selector_class("RackAwareReplicaSelector") is RackAwareReplicaSelector
+    assert replica_selector_class("org.apache.kafka.common.replica.LeaderSelector") is LeaderSelector
+    assert replica_selector_class("kafkalite.core.replica_selector.RackAwareReplicaSelector") is RackAwareReplicaSelector
+    path = "kafkalite.testing.replica_selectors.PinnedReplicaSelector"
+    cfg = load_config(None, ["broker.id=7", f"replica.selector.class={path}"])
+    selector = make_replica_selector(cfg["replica.selector.class"], cfg.as_dict())
+    assert isinstance(selector, PinnedReplicaSelector) and selector.configured_for == 7  # configure() got the settings
+
+
+@pytest.mark.parametrize("value, says", [
+    ("Nonsense", "neither LeaderSelector"),
+    ("no_such_module_kafkalite.Selector", "cannot import module"),
+    ("kafkalite.testing.replica_selectors.Missing", "has no 'Missing'"),
+    ("kafkalite.testing.replica_selectors.PIN_SEPARATOR", "is not a class"),
+    ("collections.OrderedDict", "has no select"),
+])
+def test_a_bad_replica_selector_class_is_a_config_error_naming_the_key(value, says):
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class") as e:
+        load_config(None, ["broker.id=1", f"replica.selector.class={value}"])
+    assert says in str(e.value)
+
+
+class _RefusingSelector:
+    def configure(self, configs):
+        raise ValueError("needs a rack map")
+
+    def select(self, topic_partition, client_metadata, partition_view):
+        return partition_view.leader
+
+
+def test_a_selector_whose_configure_fails_is_a_config_error():
+    from kafkalite.config import make_replica_selector
+
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class.*needs a rack map"):
+        make_replica_selector(f"{__name__}._RefusingSelector", {})
+
+
+def test_the_broker_command_reports_a_bad_selector_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    props = tmp_path / "b.properties"
+    props.write_text("broker.id=1\n")
+    proc = subprocess.run([sys.executable, "-m", "kafkalite.cli.main", "broker", "--config", str(props),
+                           "--override", "replica.selector.class=no_such_module_kafkalite.Selector"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "replica.selector.class" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

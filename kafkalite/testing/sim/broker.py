@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import controller as core_controller
-from kafkalite.core.codes import CoreError, ErrorCode
+from kafkalite.core.codes import CoreError, ErrorCode, OffsetOutOfRangeError
+from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch
 from kafkalite.core.messages import (
     AlterIsrResponse,
     ControlledShutdownRequest,
@@ -404,15 +405,17 @@ class SimBroker:
     # ------------------------------------------------------------ consumers
 
     def handle_Fetch(self, msg: Message) -> dict[str, Any]:
-        """A consumer fetch: from the leader, only below the HW (DESIGN 5)."""
+        """A consumer fetch (pre-KIP-392, no client rack): from the leader, only below the
+        HW (DESIGN 5), decided by the broker's own core."""
         tp, offset = msg.body["tp"], msg.body["offset"]
         try:
-            rep = self.rm.consumer_fetch(tp, -1)
+            rep, read = self.rm.consumer_fetch(tp, ConsumerFetch(offset), ClusterView(partition_known=True), self.now)
+        except OffsetOutOfRangeError:
+            rep = self.rm.replicas[tp]
+            return {"error": int(E.OFFSET_OUT_OF_RANGE), "leo": rep.leo, "hw": rep.hw}
         except CoreError as error:
             return {"error": int(error.code)}
-        if offset > rep.leo:
-            return {"error": int(E.OFFSET_OUT_OF_RANGE), "leo": rep.leo, "hw": rep.hw}
-        hw = rep.hw
+        hw = read.upper
         records = rep.log[offset: min(hw, offset + self.cfg.fetch_records_max)] if offset < hw else []
         self.sim.checker.on_consumer_served(self, tp, offset, len(records), hw)
         return {"error": 0, "offset": offset, "records": records, "hw": hw}

@@ -208,3 +208,22 @@ def test_delayed_fetch_min_bytes_and_leadership_change():
     assert fetch3.try_complete(lambda key, offset: None) is True
     fetch4 = DelayedFetch({A: FetchPartitionStatus(50, 3)}, min_bytes=100)
     assert fetch4.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is True  # truncated below
+
+
+def test_delayed_fetch_of_a_consumer_ahead_of_the_hw_waits_until_beyond_the_log_end():
+    """A consumer whose offset is above the serving replica's HW but within its log (a
+    follower that learns the HW one fetch late, a new leader) waits for the HW, as Kafka's
+    delayed fetch does; one beyond the log end is answered at once (it is an error)."""
+    ahead = DelayedFetch({A: FetchPartitionStatus(12, 3)}, min_bytes=1)
+    assert ahead.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_end_offset=15)) is False
+    assert ahead.try_complete(lambda key, offset: FetchProbe(3, 13, 40, log_end_offset=15)) is True  # the HW moved past it
+    beyond = DelayedFetch({A: FetchPartitionStatus(16, 3)}, min_bytes=1)
+    assert beyond.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_end_offset=15)) is True
+    assert beyond.error_partitions == set()
+
+
+def test_delayed_fetch_of_a_follower_completes_when_the_hw_moved_past_what_it_was_told():
+    fetch = DelayedFetch({A: FetchPartitionStatus(10, 3)}, min_bytes=1)
+    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is False
+    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0, hw_news=True)) is True
+    assert fetch.error_partitions == set()

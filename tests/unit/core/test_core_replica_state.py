@@ -140,6 +140,22 @@ def test_hw_is_min_leo_over_isr_and_never_decreases():
     ok(p)
 
 
+def test_a_follower_is_answered_at_once_when_it_has_not_been_told_the_hw():
+    """Kafka's lastSentHighWatermark (KIP-392): a follower learns each HW one round trip
+    after the leader, because its fetch is answered as soon as the HW moves past what it
+    was last told, not when new data arrives."""
+    p = make_leader(isr=(1, 2, 3), leo=100, hw=50)
+    assert p.follower_lacks_hw(2)  # never answered
+    p.update_follower_fetch(2, 100, 100, 1)
+    assert p.note_hw_sent(2) is True  # told the HW for the first time
+    assert p.note_hw_sent(2) is False and not p.follower_lacks_hw(2)
+    assert p.update_follower_fetch(3, 100, 100, 1).hw_changed  # 3 catches up: HW 50 -> 100
+    assert p.follower_lacks_hw(2)  # 2's waiting fetch completes now ...
+    assert p.note_hw_sent(2) is True  # ... answered with the new HW
+    assert not p.follower_lacks_hw(2)
+    ok(p)
+
+
 def test_single_member_isr_hw_follows_leader_leo():
     p = make_leader(isr=(1,), leo=100, hw=50)
     assert p.hw == 100  # become_leader already advanced it
