@@ -20,3 +20,20 @@ async def test_wait_until_wakes_when_notified_and_times_out_otherwise():
     assert await asyncio.wait_for(waiter, 1) is True
     assert await updates.wait_until(lambda: False, 0.05) is False
     assert await updates.wait_until(lambda: True, 0) is True
+
+
+def test_racks_follow_every_update_of_the_live_brokers():
+    """The consumer-fetch decision (KIP-392) offers only live brokers; the racks map it
+    reads is rebuilt on each UpdateMetadata, never served stale."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.core.messages import BrokerEndpoint, UpdateMetadata
+
+    def endpoint(broker_id: int, rack: str | None) -> BrokerEndpoint:
+        return BrokerEndpoint(broker_id, "127.0.0.1", 9000 + broker_id, 9100 + broker_id, 9200 + broker_id, rack, 1)
+
+    cache = MetadataCache()
+    assert cache.racks() == {}
+    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(2, "b"), endpoint(3, None))).to_wire())
+    assert cache.racks() == {1: "a", 2: "b", 3: None}
+    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(3, None))).to_wire())  # 2 died
+    assert cache.racks() == {1: "a", 3: None}
