@@ -23,6 +23,7 @@ from kafkalite.core.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsr,
+    StopReplica,
 )
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
 from kafkalite.core.replica_manager import Follow, Replica, ReplicaManager, RoleChanges
@@ -104,6 +105,7 @@ class SimBroker:
         self.pending_rpcs: dict[int, Callable[[Any], None]] = {}
         self.shutdown_attempts = 0  # > 0 while a controlled shutdown is under way
         self._shutdown_inflight = False
+        self.unassigned_checked = False  # seed E's start-up check against the topic znodes
         self.deferred = []
 
     @property
@@ -200,6 +202,8 @@ class SimBroker:
         if not self.zk_reachable():
             return
         zk = self.sim.zk
+        if not self.unassigned_checked:
+            self._delete_unassigned()
         if self.sid is None or not zk.touch(self.sid, self.now):
             if self.sid is not None:
                 self.sim.trace_note(f"b{self.id} ZK session expired; re-registering")
@@ -225,6 +229,17 @@ class SimBroker:
                 self.sim.trace_note(f"b{self.id} is controller, epoch {won[0]}")
                 self.controller.activate()
 
+    def _delete_unassigned(self) -> None:
+        """Seed E, as the broker does at start-up once it reaches ZooKeeper (before it
+        registers): local replicas of partitions no longer assigned here (moved away,
+        removed while this broker was down) are deleted."""
+        self.unassigned_checked = True
+        assigned = self.sim.assignments
+        gone = [tp for tp in sorted(self.replicas) if self.id not in assigned.get(tp, ())]
+        if gone:
+            self.sim.trace_note(f"b{self.id} deletes unassigned replicas {gone} at start-up")
+            self._carry_out(self.rm.remove_replicas(gone, delete=True))
+
     def _disk_housekeeping(self, rep: SimReplica) -> None:
         if self.cfg.flush_mode == "always" or self.sim.rng.random() < self.cfg.flush_probability_per_tick:
             rep.disk.flushed = rep.leo
@@ -241,10 +256,23 @@ class SimBroker:
         self._carry_out(changes)
         return {"error": 0, "partitions": changes.codes}
 
+    def handle_StopReplica(self, msg: Message) -> dict[str, Any]:
+        body: StopReplica = msg.body
+        try:
+            changes = self.rm.on_stop_replica(body)
+        except CoreError as error:
+            return {"error": int(error.code)}
+        self._carry_out(changes)
+        return {"error": 0, "partitions": changes.codes}
+
     def _carry_out(self, changes: RoleChanges) -> None:
         for tp in changes.stop_fetching:
             if tp in self.replicas:
                 self.replicas[tp].fetch = None
+        if changes.delete:
+            for tp in changes.removed:
+                if self.disk.pop(tp, None) is not None:
+                    self.sim.trace_note(f"b{self.id} deleted its replica of {tp}")
         for tp, epoch in changes.new_leaderships:
             rep = self.replicas[tp]
             self.sim.trace_note(f"b{self.id} leads {tp} epoch {epoch} at LEO {rep.leo} HW {rep.hw}")
