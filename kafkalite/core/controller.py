@@ -608,7 +608,11 @@ class Controller:
         if new:
             for bid in sorted(new):
                 self._send_update_metadata([bid], full=True)
-                self._send_leader_and_isr(bid, self.partitions_of(bid))
+                # With `init`: it drops replicas not listed. A broker that lost its session
+                # without restarting (seed E's start-up check does not run) was not sent the
+                # StopReplica(delete) of partitions removed or moved away meanwhile (found
+                # by the simulator, issue 9).
+                self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
             yield from self._elect_offline()
         yield from self._advance_moves(self.moving())
 

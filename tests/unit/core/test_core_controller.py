@@ -151,6 +151,25 @@ def test_a_bounced_broker_is_handled_as_failed_then_started():
     assert all(lai.broker_epoch == 99 for lai in run.to(1, LeaderAndIsr))
 
 
+def test_a_broker_that_registers_again_is_told_everything_it_replicates_with_init():
+    """Found by the simulator (issue 9, seed 5 of the sweep with admin actions): a broker
+    whose session expired without a restart (a long pause) is not registered while a
+    partition is removed or moved away from it, so no StopReplica(delete) reaches it, and
+    it does not restart, so seed E's start-up check does not run either. Told what it
+    replicates with `init` when it registers again, it drops what it no longer has."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    run = drive(ctrl, zk, core.PartitionsRemoveRequested((T1,)))
+    assert run.to(1, StopReplica) == []  # not registered: nobody to send it to
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 99})))
+    lai = run.to(1, LeaderAndIsr)[0]
+    assert lai.init and lai.broker_epoch == 99  # its replica of T1 goes (ReplicaManager: not listed)
+    assert {p.topic_partition for p in lai.partitions} == {T0}
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 100})))  # bounced: the same
+    assert run.to(1, LeaderAndIsr)[0].init
+
+
 def test_a_stale_version_is_decided_again_from_what_is_there():
     """Issue 8: the old shell re-wrote its first decision on the fresh version; the core
     decides again. Here someone else already moved T0's leadership to 3: with 1 dead,
