@@ -105,6 +105,7 @@ class SimControllerDriver:
         # read (a watch is set by the read and fires on the next change).
         self._read_at: dict[str, int] = {prefix: -1 for prefix in zkm.WATCHED}
         self._wait_started_ms = 0
+        self._running: core.ControllerEvent | None = None  # the event being handled (or last handled)
 
     @property
     def active(self) -> bool:
@@ -180,16 +181,27 @@ class SimControllerDriver:
 
     def reassignment_change(self) -> core.ControllerEvent | None:
         if not self.broker.zk_reachable():
-            return None
+            return self._read_failed(zkm.REASSIGN)
         return core.ReassignmentsChanged(self._reassignment())
 
     def partitions_remove_change(self) -> core.ControllerEvent | None:
-        found = self._admin_requests("remove") if self.broker.zk_reachable() else {}
+        if not self.broker.zk_reachable():
+            return self._read_failed(zkm.partition_admin_prefix("remove"))
+        found = self._admin_requests("remove")
         return core.PartitionsRemoveRequested(tuple(sorted(found))) if found else None
 
     def partitions_add_change(self) -> core.ControllerEvent | None:
-        found = self._admin_requests("add") if self.broker.zk_reachable() else {}
+        if not self.broker.zk_reachable():
+            return self._read_failed(zkm.partition_admin_prefix("add"))
+        found = self._admin_requests("add")
         return core.PartitionsAddRequested(found) if found else None
+
+    def _read_failed(self, prefix: str) -> None:
+        """An admin-path event could not read (or finish) on ZooKeeper: it is tried again
+        once ZooKeeper answers, as kafkalite.broker.controller retries it. (The watch has
+        fired already and will not fire again for that change.)"""
+        self._read_at[prefix] = -1
+        return None
 
     def tick(self) -> None:
         if not self.broker.zk_reachable():
@@ -249,6 +261,7 @@ class SimControllerDriver:
     # ------------------------------------------------------------ running the core
 
     def _run(self, event: core.ControllerEvent) -> None:
+        self._running = event
         self._continue(self.core.handle(event, self.sim.sched.now_ms))
 
     def _continue(self, ready: core.Ready) -> None:
@@ -268,12 +281,19 @@ class SimControllerDriver:
                 outcome = self._perform(ready.io)
             except _ZooKeeperLost:
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
+                self._aborted(self._running)
                 return
             except _ControllerMoved:
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
                 self.resign("controller epoch moved")
                 return
             ready = self.core.resume(outcome, self.sim.sched.now_ms)
+
+    def _aborted(self, event: core.ControllerEvent | None) -> None:
+        prefix = {core.ReassignmentsChanged: zkm.REASSIGN, core.PartitionsAddRequested: zkm.partition_admin_prefix("add"),
+                  core.PartitionsRemoveRequested: zkm.partition_admin_prefix("remove")}.get(type(event))
+        if prefix is not None:
+            self._read_failed(prefix)
 
     def _execute(self, ready: core.Ready) -> None:
         for note in ready.notes:

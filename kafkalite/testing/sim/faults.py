@@ -2,12 +2,15 @@
 timeout, then resume as a zombie), network partitions (broker pairs, broker <-> ZK, full
 isolation), ZK session expiry, controlled shutdowns, controller kills.
 
-Admin actions are drawn with the faults (issue 9): "reassign" (a random partition to a
-random RF-sized set of brokers, written to /admin/reassign_partitions when no reassignment
-is in progress, as the CLI refuses a second), "cancel_reassignment" (the admin znode
-deleted) and "remove_partition" (the highest-numbered partition, never the last one,
-through /admin/partitions_remove). They are not failures: they do not count as a broker
-down and are drawn even while a crash victim recovers.
+Admin actions (issue 9) are drawn with their own probability per step, interleaved with
+the faults: "reassign" (a random partition to a random RF-sized set of brokers, written to
+/admin/reassign_partitions when no reassignment is in progress, as the CLI refuses a
+second), "cancel_reassignment" (the admin znode deleted) and "remove_partition" (the
+highest-numbered partition, never the last one, through /admin/partitions_remove); with
+`admin_add_partition`, also "add_partition" (the next number, up to one more than the topic
+started with, through /admin/partitions_add: a removed number comes back as a new
+partition; off by default, see SimConfig). They are not failures: they do not count as a
+broker down and are drawn even while a crash victim recovers.
 
 At most `down_brokers_max` brokers are down (crashed, paused, stopped, isolated) at once.
 In flush mode "random" a crash loses unflushed data, so a broker is only crashed when every
@@ -29,9 +32,10 @@ if TYPE_CHECKING:
 KINDS = (
     "crash", "pause", "isolate", "cut_pair", "cut_zk", "expire_session",
     "controlled_shutdown", "crash_controller", "pause_controller",
-    "reassign", "cancel_reassignment", "remove_partition",
 )
-ADMIN_KINDS = ("reassign", "cancel_reassignment", "remove_partition")
+# Weighted by repetition: mostly moves, a cancel now and then, a removal about once a run.
+ADMIN_KINDS = ("reassign",) * 6 + ("cancel_reassignment",) * 3 + ("remove_partition",)
+ADMIN_KINDS_WITH_ADD = ADMIN_KINDS + ("add_partition",)
 
 
 class FaultInjector:
@@ -41,17 +45,17 @@ class FaultInjector:
         self.down: set[int] = set()  # brokers currently under a "down" fault
         self.recovering: set[int] = set()  # crashed with data loss, not yet back in every ISR
         self.injected = 0
-        self.admin_actions: dict[str, int] = {kind: 0 for kind in ADMIN_KINDS}
+        self.admin_kinds = ADMIN_KINDS_WITH_ADD if self.cfg.admin_add_partition else ADMIN_KINDS
+        self.admin_actions: dict[str, int] = {kind: 0 for kind in self.admin_kinds}
 
     def maybe_inject(self) -> None:
         rng = self.sim.rng
         self._update_recovering()
+        if self.cfg.admin_probability and rng.random() < self.cfg.admin_probability:
+            getattr(self, f"_{rng.choice(self.admin_kinds)}")()
         if rng.random() >= self.cfg.fault_probability:
             return
         kind = rng.choice(KINDS)
-        if kind in ADMIN_KINDS:
-            getattr(self, f"_{kind}")()
-            return
         if self.recovering:
             return  # flush mode "random": a crash victim may lack acked data; no 2nd failure
         brokers = sorted(self.sim.brokers)
@@ -170,6 +174,15 @@ class FaultInjector:
             return  # a topic keeps at least one partition
         self.admin_actions["remove_partition"] += 1
         self.sim.remove_partition(partitions[-1])
+
+    def _add_partition(self) -> None:
+        partitions = sorted(self.sim.assignments)
+        if len(partitions) > self.cfg.partitions:
+            return
+        t, p = partitions[-1][0], partitions[-1][1] + 1
+        n = self.cfg.brokers
+        self.admin_actions["add_partition"] += 1
+        self.sim.add_partition((t, p), tuple((p + j) % n + 1 for j in range(self.cfg.replication_factor)))
 
     # ------------------------------------------------------------ failure budget
 
