@@ -32,6 +32,7 @@ class Clients:
         self.positions: dict[TP, int] = {tp: 0 for tp in sorted(sim.assignments)}
         self.pending: dict[int, Callable[[dict[str, Any] | None], None]] = {}
         self.acked_by_client: dict[TP, dict[int, int]] = {tp: {} for tp in sorted(sim.assignments)}
+        self.answers: dict[int, int] = {}  # payload -> error code of its produce answer (-1: none came)
         self.gone: dict[TP, int] = {}  # partitions found removed -> UNKNOWN_TOPIC_OR_PARTITION answers then
         self.producing = True
         self.consuming = True
@@ -81,6 +82,7 @@ class Clients:
 
         def on_response(resp: dict[str, Any] | None) -> None:
             self.produce_inflight -= 1
+            self.answers[payload] = -1 if resp is None else resp["error"]
             if resp is not None and resp["error"] == 0:
                 self.acked_by_client.setdefault(tp, {})[resp["offset"]] = payload
             elif resp is not None and resp["error"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
