@@ -118,6 +118,11 @@ class Controller:
                     spawn(self._elect_again_after(ELECTION_RETRY_S), name="controller-elect-retry", owner=self._owned)
                 elif isinstance(ev, RETRIED_AFTER_ZK_ERROR) and self.core.active:
                     spawn(self._enqueue_after(ELECTION_RETRY_S, ev), name="controller-admin-retry", owner=self._owned)
+                elif isinstance(ev, Elect) and self.core.active:
+                    # A failover that failed after it became active ends with the admin
+                    # paths (seed D 7-9): those are tried again (sweep seed 2307).
+                    for admin in RETRIED_AFTER_ZK_ERROR:
+                        spawn(self._enqueue_after(ELECTION_RETRY_S, admin()), name="controller-admin-retry", owner=self._owned)
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
                 log.info("controller event %s took %.0f ms", name_of(ev), took_ms)

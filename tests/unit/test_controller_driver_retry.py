@@ -101,3 +101,37 @@ async def test_a_reassignment_event_that_fails_on_zookeeper_is_tried_again(monke
         await asyncio.sleep(0.01)
     assert zk.reassignment_reads == reads + 2  # failed once, then read again
     await ctrl.close()
+
+
+async def test_a_failover_that_fails_on_zookeeper_after_it_became_active_tries_its_admin_paths_again(monkeypatch):
+    """Found by the simulator (issue 9, sweep seed 2307): the failover (already active)
+    lost its ZooKeeper connection while finishing a partition removal it found; nothing
+    would handle the admin znode again until it changed. Here: a refused reassignment
+    entry whose removal from the admin znode fails once."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    removals: list = []
+
+    def get_reassignment():
+        zk.reassignment_reads += 1
+        return (SimpleNamespace(partitions={("gone", 0): [1]}, throttle={}), 0) if len(removals) < 2 else None
+
+    def remove_reassignment_entries(tps, epoch_version):
+        removals.append(tps)
+        if len(removals) == 1:
+            raise ZkConnectionLossError("connection lost")
+
+    zk.get_reassignment = get_reassignment  # type: ignore[method-assign]
+    zk.remove_reassignment_entries = remove_reassignment_entries  # type: ignore[attr-defined]
+    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
+    ctrl.start(zk)  # type: ignore[arg-type]
+    ctrl.enqueue(Elect())
+    for _ in range(200):
+        if len(removals) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert ctrl.active and removals == [(("gone", 0),), (("gone", 0),)]
+    await ctrl.close()

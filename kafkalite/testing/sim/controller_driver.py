@@ -290,9 +290,12 @@ class SimControllerDriver:
             ready = self.core.resume(outcome, self.sim.sched.now_ms)
 
     def _aborted(self, event: core.ControllerEvent | None) -> None:
-        prefix = {core.ReassignmentsChanged: zkm.REASSIGN, core.PartitionsAddRequested: zkm.partition_admin_prefix("add"),
-                  core.PartitionsRemoveRequested: zkm.partition_admin_prefix("remove")}.get(type(event))
-        if prefix is not None:
+        """An event failed on ZooKeeper: admin-path work is tried again (a failover's too:
+        it ends with the admin paths, seed D 7-9), as kafkalite.broker.controller does."""
+        prefixes = {core.ReassignmentsChanged: [zkm.REASSIGN], core.PartitionsAddRequested: [zkm.partition_admin_prefix("add")],
+                    core.PartitionsRemoveRequested: [zkm.partition_admin_prefix("remove")],
+                    core.Activated: list(zkm.WATCHED)}.get(type(event), [])
+        for prefix in prefixes:
             self._read_failed(prefix)
 
     def _execute(self, ready: core.Ready) -> None:
