@@ -600,9 +600,18 @@ class Controller:
             return
         self.shutting_down -= dead
         self._note(f"brokers failed {sorted(dead)}, started {sorted(new)} (bounced {sorted(bounced)}); live {sorted(brokers)}")
+        # Partitions a bounced broker replicates outside their ISR: their leaders still hold
+        # what its previous incarnation fetched and may propose it for the ISR from that
+        # (a proposal handled after this event would add a broker that restarted with less
+        # data: KIP-903's case, found by the simulator, issue 9, sweep seed 4655). A new
+        # leader epoch makes the leader forget it and refuses proposals built before it.
+        outside = [tp for tp, st in sorted(self.states.items())
+                   if st.leader not in (NO_LEADER, *bounced) and any(b in self._replicas_of(tp) and b not in st.isr for b in bounced)]
         if dead:
             self.live = {b: v for b, v in brokers.items() if b not in bounced}
             yield from self._elect_offline(update_metadata=False)  # the live set changed: all partitions follow
+        if outside:
+            yield from self._bump_leader_epochs(outside)
         self.live = dict(brokers)
         self._send_update_metadata(sorted(self.live), brokers_changed=True)
         if new:
@@ -615,6 +624,14 @@ class Controller:
                 self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
             yield from self._elect_offline()
         yield from self._advance_moves(self.moving())
+
+    def _bump_leader_epochs(self, tps: Sequence[TP]) -> Handler:
+        """Same leader and ISR at leader epoch + 1 (partitions that still have a leader)."""
+        def bump(todo: Sequence[TP]) -> list[PartitionChange]:
+            return [PartitionChange(tp, st.leader, st.leader_epoch + 1, tuple(st.isr), st.version)
+                    for tp in todo if (st := self.states.get(tp)) is not None and st.leader != NO_LEADER]
+
+        yield from self._decide_write_propagate(bump, tps, update_metadata=False)
 
     def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk

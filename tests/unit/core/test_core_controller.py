@@ -170,6 +170,27 @@ def test_a_broker_that_registers_again_is_told_everything_it_replicates_with_ini
     assert run.to(1, LeaderAndIsr)[0].init
 
 
+def test_a_bounced_broker_out_of_the_isr_gets_its_leaders_a_new_epoch_so_a_stale_expansion_is_refused():
+    """Found by the simulator (issue 9, sweep seed 4655): the leader of T0 saw broker 3
+    catch up and proposed it for the ISR; broker 3 then crashed (losing its unflushed
+    log), restarted and registered again before the controller got to the proposal. The
+    controller handled the bounce first (3 was not in the ISR: nothing changed) and then
+    added 3, with an empty log, on the strength of what its previous incarnation had
+    fetched (KIP-903's case). The bounce now bumps the leader epoch of every partition the
+    broker replicates outside the ISR: the leader forgets the old incarnation's progress
+    and the stale proposal, built at the old leader epoch, is refused."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 1), 0, 1)})
+    stale = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={3: 99})))
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2), 1, 2)  # same leader and ISR, a new epoch
+    assert zk.nodes[T1].leader_epoch == 1
+    assert any(p.topic_partition == T0 and p.leader_epoch == 1 for lai in run.to(1, LeaderAndIsr) for p in lai.partitions)
+    run = drive(ctrl, zk, core.AlterIsrRequested(stale, "reply"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH  # built at epoch 0
+    assert zk.nodes[T0].isr == (1, 2)
+
+
 def test_a_stale_version_is_decided_again_from_what_is_there():
     """Issue 8: the old shell re-wrote its first decision on the fresh version; the core
     decides again. Here someone else already moved T0's leadership to 3: with 1 dead,
