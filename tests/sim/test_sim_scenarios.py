@@ -562,3 +562,28 @@ def test_a_partition_added_back_can_adopt_a_stale_copy() -> None:
     sim.run_for(300)
     sim.restart(1)
     sim.settle()
+
+
+def test_a_restarted_broker_ignores_requests_for_its_previous_registration() -> None:
+    """Found by the sweep (issue 9, seed 3705): a follower crashes (losing its unflushed
+    log) and restarts while its previous registration still lives; the controller keeps
+    resending that registration a LeaderAndIsr. Acting on it before registering, the new
+    process followed the current leader epoch as an ISR member with a shorter log. It
+    waits for its own registration, then refuses it as stale (KIP-380)."""
+    for seed in range(4):
+        sim = start(seed, flush_mode="random", flush_probability_per_tick=0.0)
+        old = zk_state(sim)
+        victim = next(b for b in sim.assignments[TP0] if b not in (old["leader"], sim.zk.controller_id()))
+        sim.network.drop_if = lambda msg: msg.kind == "LeaderAndIsr" and msg.dst == victim and not msg.response
+        sim.brokers[old["leader"]].begin_controlled_shutdown()  # a new leader the victim must hear of
+        sim.restart_delay_after_stop[old["leader"]] = 50
+        sim.run_until(lambda: zk_state(sim)["leader_epoch"] > old["leader_epoch"], timeout_ms=2000)
+        sim.crash(victim)
+        sim.restart(victim)  # before its session expired: the old registration still lives
+        sim.network.drop_if = None
+        broker = sim.brokers[victim]
+        while broker.broker_epoch < 0:
+            rep = broker.replicas.get(TP0)
+            assert rep is None or not (rep.state.is_follower or rep.state.is_leader), f"seed {seed}"
+            sim.step()
+        sim.settle()
