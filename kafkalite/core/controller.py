@@ -568,10 +568,18 @@ class Controller:
         if it leads, drop it from the ISR; it rejoins through AlterIsr once caught up.
         Without this a restarted leader keeps leading at the old epoch with whatever its
         disk kept (found by the simulator, flush_mode="random", seed 55). Kafka's ZooKeeper
-        controller has the same gap; KIP-966 closes it in KRaft."""
-        bounced = {tp: {b for b in st.isr if b in self.live and self.live[b].epoch > written_zxid[tp]}
-                   for tp, st in self.states.items() if tp in written_zxid}
+        controller has the same gap; KIP-966 closes it in KRaft.
+        A replica outside the ISR that restarted unseen gets its leader a new epoch, as in
+        `_on_brokers_changed` (the leader's progress of it is its previous incarnation's:
+        issue 9, sweep seed 5383)."""
+        restarted = {tp: {b for b in self._replicas_of(tp) if b in self.live and self.live[b].epoch > written_zxid[tp]}
+                     for tp in self.states if tp in written_zxid}
+        outside = [tp for tp, st in sorted(self.states.items())
+                   if st.leader != NO_LEADER and restarted.get(tp, set()) - set(st.isr) - {st.leader}]
+        bounced = {tp: members & set(self.states[tp].isr) for tp, members in restarted.items()}
         bounced = {tp: members for tp, members in bounced.items() if members}
+        if outside:
+            yield from self._bump_leader_epochs([tp for tp in outside if tp not in bounced])
         if not bounced:
             return
         self._note(f"controller failover: {len(bounced)} partitions have ISR members that restarted unseen; re-deciding them")

@@ -283,6 +283,25 @@ def test_failover_fences_a_broker_that_restarted_unseen_before_telling_anyone():
     assert 1 not in zk2.nodes[T1].isr  # broker 1 (epoch 50) registered after the last write
 
 
+def test_failover_gives_a_new_leader_epoch_where_a_replica_outside_the_isr_restarted_unseen():
+    """Simulator, issue 9, sweep seed 5383: broker 1 (not in T0's ISR) crashed, restarted
+    and became the controller; the leader's stale proposal to add it, built from what its
+    previous incarnation fetched, reached the new controller. As for a bounce the
+    controller sees (seed 4655), the leader gets a new epoch and the proposal is refused."""
+    ctrl = core.Controller(1)
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(3, 1, (3, 2), 4, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+                                         dict(zk.nodes), {T0: 5, T1: 60}))
+    assert zk.nodes[T0] == PartitionState(3, 2, (3, 2), 5, 3)  # same leader and ISR, a new epoch
+    assert zk.nodes[T1] == PartitionState(2, 0, (2, 3, 1), 0, 1)  # written after broker 1 registered
+    assert any(p.topic_partition == T0 and p.leader_epoch == 2 for lai in run.to(3, LeaderAndIsr) for p in lai.partitions)
+    stale = AlterIsrRequest(3, 3, (AlterIsrProposal("t", 0, 3, 1, (3, 2, 1), 4),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(stale, "reply"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH
+    assert zk.nodes[T0].isr == (3, 2)
+
+
 def test_topic_deletion_waits_for_stop_replica_answers_then_removes_the_znodes():
     zk = Znodes()
     ctrl, _ = active(zk)
