@@ -45,7 +45,7 @@ class SimConfig:
     # that missed its StopReplica(delete), and the new partition adopts its data (epochs
     # restart at 0; nothing tells the two apart). Needs partition identity (Kafka's topic
     # IDs, KIP-516) or a removal that completes only once every replica confirmed; see
-    # tests/sim/test_sim_scenarios.py::test_a_partition_added_back_can_adopt_a_stale_copy.
+    # tests/sim/test_sim_admin.py::test_a_partition_added_back_can_adopt_a_stale_copy.
     admin_add_partition: bool = False
 
     # Clients.
