@@ -12,8 +12,10 @@ kafkalite/broker/controller.py does with kazoo and the RPC channel:
   (see clients.py) and simulated brokers keep no metadata cache.
 - ZooKeeper watches are modelled by polling on every tick: the live broker set (compared
   with the controller's), /admin/reassign_partitions and /admin/partitions_add|remove
-  (compared with what the last poll saw: a watch fires on a change); a change is queued as
-  an event, as a watch would queue it. The event reads the znodes when its turn comes.
+  (changed since the controller last read them: a watch set by a read fires on the next
+  change); a change is queued as an event, as a watch would queue it. The event reads the
+  znodes when its turn comes. An admin-path event that cannot read or finish on ZooKeeper
+  is tried again once it answers, as kafkalite.broker.controller retries it.
 - WaitForAnswers (StopReplica(delete) answers before a partition's znodes go) holds the
   running event, and every event queued behind it, until the brokers answered over the
   simulated network or its deadline passed in virtual time, as the broker's driver awaits.
@@ -164,7 +166,7 @@ class SimControllerDriver:
 
     def _step(self) -> None:
         if not self.queue or self.waiting is not None:
-            return  # the running event holds the queue; _end_wait steps again
+            return  # the running event holds the queue; _maybe_end_wait steps again
         make = self.queue.popleft()
         if not self.active and self.core.active:
             self._core_resign()  # the core refuses what comes next: NOT_CONTROLLER
