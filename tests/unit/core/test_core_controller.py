@@ -227,6 +227,28 @@ def test_alter_isr_on_a_moved_znode_answers_invalid_update_version_and_writes_no
     assert zk.writes == []
 
 
+def test_an_expansion_refused_for_a_dead_broker_fences_the_proposal_so_no_copy_of_it_commits_later():
+    """Found by the simulator (issue 9, sweep seed 7804): the leader proposed adding
+    broker 3, which was fetching but had lost its registration; the controller (slow,
+    waiting for StopReplica answers) refused it, and the leader fell back to its committed
+    ISR. Broker 3 registered again, and another copy of the same proposal (a retry after a
+    timeout, or a duplicate) was accepted: ZooKeeper's ISR had broker 3, the leader's did
+    not, and it acknowledged records broker 3 lacked. The refusal now gives the leader a
+    new epoch, so every other copy of the proposal is fenced."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 1), 0, 1)})
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2)))
+    proposal = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(proposal, "first"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.INVALID_REQUEST
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2), 1, 2)  # same leader and ISR, a new epoch
+    assert any(p.topic_partition == T0 and p.leader_epoch == 1 for lai in run.to(1, LeaderAndIsr) for p in lai.partitions)
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))
+    run = drive(ctrl, zk, core.AlterIsrRequested(proposal, "again"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH
+    assert zk.nodes[T0].isr == (1, 2)
+
+
 def test_alter_isr_from_a_stale_broker_epoch_is_refused():
     zk = Znodes()
     ctrl, _ = active(zk)
