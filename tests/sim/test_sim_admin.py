@@ -192,3 +192,19 @@ def test_a_restarted_broker_ignores_requests_for_its_previous_registration() -> 
             assert rep is None or not (rep.state.is_follower or rep.state.is_leader), f"seed {seed}"
             sim.step()
         sim.settle()
+
+
+def test_a_controller_whose_epoch_moved_does_not_write_the_topic_znode() -> None:
+    """The topic znode write is fenced on the controller epoch, as state writes are: a
+    controller that another has replaced (here: /controller_epoch moved under it) resigns
+    at its first write and the move it was asked for is left to the next controller."""
+    sim = start(1, brokers=4)
+    controller = sim.zk.controller_id()
+    node = sim.zk.get(zkm.CONTROLLER_EPOCH)
+    sim.zk.set(zkm.CONTROLLER_EPOCH, {"epoch": node.data["epoch"] + 1}, node.version)  # another controller won
+    version = sim.zk.get(zkm.topic_path("t")).version
+    sim.reassign({TP0: (2, 3, 4)})
+    sim.run_until(lambda: sim.brokers[controller].controller is None, timeout_ms=1000)
+    assert any("resigns as controller (controller epoch moved)" in line for line in sim.trace.recent)
+    assert sim.zk.get(zkm.topic_path("t")).version == version
+    assert sim.assignments[TP0] == (1, 2, 3)
