@@ -42,15 +42,24 @@ class InterBrokerHandlers:
             return {"error": error_code_for(e)}, b""
 
     # -- controller -> broker -------------------------------------------------------------
+    # Each waits until this broker registered (as Kafka serves nothing before): until then
+    # its broker epoch is unknown, and a request resent to its previous incarnation's
+    # registration (which lives until that session expires) would pass the broker-epoch
+    # fence. A broker restarted with a shorter log then took the leadership (or an ISR
+    # member's place) its previous incarnation had been given (found by the simulator,
+    # issue 9, sweep seed 3705). Unanswered meanwhile, the controller resends.
     async def _LeaderAndIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        await self.broker.registered.wait()
         for bid, (host, port) in (h.get("live_leaders") or {}).items():
             self.broker.note_broker_address(int(bid), host, int(port))
         return self.rm.handle_leader_and_isr(h), b""
 
     async def _StopReplica(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        await self.broker.registered.wait()
         return self.rm.handle_stop_replica(h), b""
 
     async def _UpdateMetadata(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        await self.broker.registered.wait()
         self.rm.check_controller(int(h["controller_epoch"]), h.get("broker_epoch"))
         self.broker.metadata_cache.apply_update(h)
         for b in self.broker.metadata_cache.brokers.values():

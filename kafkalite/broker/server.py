@@ -126,6 +126,8 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._alter_isr_wakeup = asyncio.Event()
+        # Set once registered: controller requests wait for it (InterBrokerHandlers).
+        self.registered = asyncio.Event()
         self._pid_lock = asyncio.Lock()
         t0 = time.monotonic()
         await self.loop.run_in_executor(None, self.logs.open_all)
@@ -238,6 +240,7 @@ class Broker:
                 log.info("broker id %d still registered by an earlier session; waiting for it to expire", self.broker_id)
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
+        self.registered.set()
         log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
 
     def _install_watches(self) -> None:

@@ -568,10 +568,18 @@ class Controller:
         if it leads, drop it from the ISR; it rejoins through AlterIsr once caught up.
         Without this a restarted leader keeps leading at the old epoch with whatever its
         disk kept (found by the simulator, flush_mode="random", seed 55). Kafka's ZooKeeper
-        controller has the same gap; KIP-966 closes it in KRaft."""
-        bounced = {tp: {b for b in st.isr if b in self.live and self.live[b].epoch > written_zxid[tp]}
-                   for tp, st in self.states.items() if tp in written_zxid}
+        controller has the same gap; KIP-966 closes it in KRaft.
+        A replica outside the ISR that restarted unseen gets its leader a new epoch, as in
+        `_on_brokers_changed` (the leader's progress of it is its previous incarnation's:
+        issue 9, sweep seed 5383)."""
+        restarted = {tp: {b for b in self._replicas_of(tp) if b in self.live and self.live[b].epoch > written_zxid[tp]}
+                     for tp in self.states if tp in written_zxid}
+        outside = [tp for tp, st in sorted(self.states.items())
+                   if st.leader != NO_LEADER and restarted.get(tp, set()) - set(st.isr) - {st.leader}]
+        bounced = {tp: members & set(self.states[tp].isr) for tp, members in restarted.items()}
         bounced = {tp: members for tp, members in bounced.items() if members}
+        if outside:
+            yield from self._bump_leader_epochs([tp for tp in outside if tp not in bounced])
         if not bounced:
             return
         self._note(f"controller failover: {len(bounced)} partitions have ISR members that restarted unseen; re-deciding them")
@@ -600,17 +608,38 @@ class Controller:
             return
         self.shutting_down -= dead
         self._note(f"brokers failed {sorted(dead)}, started {sorted(new)} (bounced {sorted(bounced)}); live {sorted(brokers)}")
+        # Partitions a bounced broker replicates outside their ISR: their leaders still hold
+        # what its previous incarnation fetched and may propose it for the ISR from that
+        # (a proposal handled after this event would add a broker that restarted with less
+        # data: KIP-903's case, found by the simulator, issue 9, sweep seed 4655). A new
+        # leader epoch makes the leader forget it and refuses proposals built before it.
+        outside = [tp for tp, st in sorted(self.states.items())
+                   if st.leader not in (NO_LEADER, *bounced) and any(b in self._replicas_of(tp) and b not in st.isr for b in bounced)]
         if dead:
             self.live = {b: v for b, v in brokers.items() if b not in bounced}
             yield from self._elect_offline(update_metadata=False)  # the live set changed: all partitions follow
+        if outside:
+            yield from self._bump_leader_epochs(outside)
         self.live = dict(brokers)
         self._send_update_metadata(sorted(self.live), brokers_changed=True)
         if new:
             for bid in sorted(new):
                 self._send_update_metadata([bid], full=True)
-                self._send_leader_and_isr(bid, self.partitions_of(bid))
+                # With `init`: it drops replicas not listed. A broker that lost its session
+                # without restarting (seed E's start-up check does not run) was not sent the
+                # StopReplica(delete) of partitions removed or moved away meanwhile (found
+                # by the simulator, issue 9).
+                self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
             yield from self._elect_offline()
         yield from self._advance_moves(self.moving())
+
+    def _bump_leader_epochs(self, tps: Sequence[TP]) -> Handler:
+        """Same leader and ISR at leader epoch + 1 (partitions that still have a leader)."""
+        def bump(todo: Sequence[TP]) -> list[PartitionChange]:
+            return [PartitionChange(tp, st.leader, st.leader_epoch + 1, tuple(st.isr), st.version)
+                    for tp in todo if (st := self.states.get(tp)) is not None and st.leader != NO_LEADER]
+
+        yield from self._decide_write_propagate(bump, tps, update_metadata=False)
 
     def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
@@ -795,11 +824,14 @@ class Controller:
         codes: dict[TP, int] = {}
         wanted: dict[TP, PartitionState] = {}
         expected: dict[TP, int] = {}
+        ineligible: list[TP] = []  # refused for adding a broker that cannot join now
         for a in request.partitions:
             tp = (a.topic, a.partition)
             item = AlterIsrItem(a.topic, a.partition, a.leader, a.leader_epoch, tuple(a.new_isr), a.partition_epoch)
             current = self.states.get(tp) if tp in replicas else None
             d = election.validate_alter_isr(current, item, replicas.get(tp, ()), set(self.live), self.shutting_down)
+            if d.error == ErrorCode.INVALID_REQUEST and current is not None and set(item.new_isr) - set(current.isr) - self._eligible():
+                ineligible.append(tp)
             if d.error != ErrorCode.NONE or not d.write_needed:
                 codes[tp] = int(d.error)
                 continue
@@ -822,6 +854,12 @@ class Controller:
             st = self.states.get(tp, PartitionState(NO_LEADER, -1, (), -1))
             results.append(AlterIsrPartitionResult(tp[0], tp[1], c, st.leader, st.leader_epoch, tuple(st.isr), st.version))
         self._answer(reply_to, AlterIsrResponse(0, tuple(results)))
+        # The only refusal that depends on when it is decided (the same proposal is accepted
+        # once the broker is live again) fences the proposal: the leader gets a new epoch,
+        # so another copy of it (a retry after a timeout, a duplicate) cannot commit an ISR
+        # the leader gave up on (simulator, issue 9, sweep seed 7804).
+        if ineligible:
+            yield from self._bump_leader_epochs(ineligible)
         # An ISR that grew may complete a move (seed F 3.2: RAR ⊆ ISR).
         moving = [tp for tp in written if tp[0] in self.topics and self._move_of(tp).moving]
         if moving:

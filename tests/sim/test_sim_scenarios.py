@@ -3,56 +3,11 @@ guarantees still checked after every step."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from kafkalite.testing.sim import SimConfig, Simulation, SimulationFailure
 from kafkalite.testing.sim import zk as zkm
-
-TP0 = ("t", 0)
-
-
-def quiet(**overrides: object) -> SimConfig:
-    return dataclasses.replace(
-        SimConfig(fault_probability=0.0, net_drop_probability=0.0, net_duplicate_probability=0.0),
-        **overrides,
-    )
-
-
-def zk_state(sim: Simulation, tp=TP0) -> dict:
-    node = sim.zk.get(zkm.state_path(tp))
-    assert node is not None
-    return node.data
-
-
-def settled(sim: Simulation) -> bool:
-    for tp in sim.assignments:
-        node = sim.zk.get(zkm.state_path(tp))
-        if node is None or node.data["leader"] < 0 or len(node.data["isr"]) < sim.cfg.replication_factor:
-            return False
-        leader = sim.brokers[node.data["leader"]]
-        rep = leader.replicas.get(tp) if leader.running else None
-        if rep is None or not rep.state.is_leader or rep.state.leader_epoch != node.data["leader_epoch"]:
-            return False
-    return True
-
-
-def start(seed: int = 1, **overrides: object) -> Simulation:
-    sim = Simulation(seed, quiet(**overrides), random_faults=False)
-    sim.run_until(lambda: settled(sim))
-    sim.run_for(150)
-    assert sim.checker.acks > 0
-    return sim
-
-
-def start_quiet(seed: int) -> Simulation:
-    """Settled, with the producer stopped and everything it had in flight answered."""
-    sim = start(seed)
-    sim.clients.producing = False
-    sim.run_for(sim.cfg.produce_timeout_ms + 100)
-    sim.run_until(lambda: settled(sim), timeout_ms=3000)
-    return sim
+from kafkalite.testing.sim.scenario import TP0, quiet, settled, start, start_quiet, zk_state
 
 
 def test_leader_killed_during_acks_all_loses_nothing() -> None:

@@ -1,6 +1,7 @@
 """The controller's asyncio driver: a failover that fails on ZooKeeper after winning
 /controller must not leave this broker holding /controller without acting as controller
-(nobody else could be elected until its session expired). It tries again."""
+(nobody else could be elected until its session expired). It tries again. So does an
+admin-path event (a reassignment) that fails on ZooKeeper: its watch will not fire again."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 
 from kafkalite.broker import controller as controller_module
 from kafkalite.broker.controller import Controller
-from kafkalite.broker.controller_events import Elect
+from kafkalite.broker.controller_events import Elect, ReassignmentChange
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.zk.client import ControllerElection
 from kafkalite.zk.errors import ZkConnectionLossError
@@ -22,6 +23,8 @@ class FlakyZk:
 
     def __init__(self):
         self.topic_reads = 0
+        self.reassignment_reads = 0
+        self.fail_reassignment_reads = 0
 
     def try_become_controller(self, broker_id):
         return ControllerElection(7, 3)  # won, or (the retry) recognised as already ours
@@ -45,6 +48,10 @@ class FlakyZk:
         return []
 
     def get_reassignment(self):
+        self.reassignment_reads += 1
+        if self.fail_reassignment_reads:
+            self.fail_reassignment_reads -= 1
+            raise ZkConnectionLossError("connection lost")
         return None
 
     def get_partition_admin_requests(self, kind):
@@ -68,4 +75,63 @@ async def test_a_failover_that_fails_on_zookeeper_is_tried_again(monkeypatch):
             break
         await asyncio.sleep(0.01)
     assert ctrl.active and zk.topic_reads == 2 and ctrl.core.epoch == 7
+    await ctrl.close()
+
+
+async def test_a_reassignment_event_that_fails_on_zookeeper_is_tried_again(monkeypatch):
+    """Found by the simulator (issue 9, sweep seed 60): the controller lost its ZooKeeper
+    connection (not its session) while handling a reassignment change; kazoo's watch had
+    fired already, so the reassignment waited for the next admin change or failover."""
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
+    ctrl.start(zk)  # type: ignore[arg-type]
+    ctrl.enqueue(Elect())
+    for _ in range(200):
+        if ctrl.active:
+            break
+        await asyncio.sleep(0.01)
+    assert ctrl.active
+    reads = zk.reassignment_reads
+    zk.fail_reassignment_reads = 1
+    ctrl.enqueue(ReassignmentChange())
+    for _ in range(200):
+        if zk.reassignment_reads >= reads + 2:
+            break
+        await asyncio.sleep(0.01)
+    assert zk.reassignment_reads == reads + 2  # failed once, then read again
+    await ctrl.close()
+
+
+async def test_a_failover_that_fails_on_zookeeper_after_it_became_active_tries_its_admin_paths_again(monkeypatch):
+    """Found by the simulator (issue 9, sweep seed 2307): the failover (already active)
+    lost its ZooKeeper connection while finishing a partition removal it found; nothing
+    would handle the admin znode again until it changed. Here: a refused reassignment
+    entry whose removal from the admin znode fails once."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    removals: list = []
+
+    def get_reassignment():
+        zk.reassignment_reads += 1
+        return (SimpleNamespace(partitions={("gone", 0): [1]}, throttle={}), 0) if len(removals) < 2 else None
+
+    def remove_reassignment_entries(tps, epoch_version):
+        removals.append(tps)
+        if len(removals) == 1:
+            raise ZkConnectionLossError("connection lost")
+
+    zk.get_reassignment = get_reassignment  # type: ignore[method-assign]
+    zk.remove_reassignment_entries = remove_reassignment_entries  # type: ignore[attr-defined]
+    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
+    ctrl.start(zk)  # type: ignore[arg-type]
+    ctrl.enqueue(Elect())
+    for _ in range(200):
+        if len(removals) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert ctrl.active and removals == [(("gone", 0),), (("gone", 0),)]
     await ctrl.close()

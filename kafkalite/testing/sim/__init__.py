@@ -1,7 +1,9 @@
 """Seeded, deterministic simulation of a kafkalite cluster (STYLE habit 13, TigerBeetle's
 VOPR as the model): several brokers and the controller role over an in-memory network,
 disk and ZooKeeper, on a virtual clock, driving the real core state machines, with the
-guarantees of DESIGN section 7 checked after every step."""
+guarantees of DESIGN section 7 checked after every step. Admin actions (reassignments,
+their cancellation, partition removal: issue 9) are interleaved with the faults, and a
+run ends by healing every fault and checking that everything asked of it finished."""
 
 from kafkalite.testing.sim.config import SimConfig
 from kafkalite.testing.sim.runner import (

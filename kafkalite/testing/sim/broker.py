@@ -24,6 +24,7 @@ from kafkalite.core.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsr,
+    StopReplica,
 )
 from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Purgatory
 from kafkalite.core.replica_manager import Follow, Replica, ReplicaManager, RoleChanges
@@ -105,6 +106,7 @@ class SimBroker:
         self.pending_rpcs: dict[int, Callable[[Any], None]] = {}
         self.shutdown_attempts = 0  # > 0 while a controlled shutdown is under way
         self._shutdown_inflight = False
+        self.unassigned_checked = False  # seed E's start-up check against the topic znodes
         self.deferred = []
 
     @property
@@ -201,6 +203,8 @@ class SimBroker:
         if not self.zk_reachable():
             return
         zk = self.sim.zk
+        if not self.unassigned_checked:
+            self._delete_unassigned()
         if self.sid is None or not zk.touch(self.sid, self.now):
             if self.sid is not None:
                 self.sim.trace_note(f"b{self.id} ZK session expired; re-registering")
@@ -226,6 +230,17 @@ class SimBroker:
                 self.sim.trace_note(f"b{self.id} is controller, epoch {won[0]}")
                 self.controller.activate()
 
+    def _delete_unassigned(self) -> None:
+        """Seed E, as the broker does at start-up once it reaches ZooKeeper (before it
+        registers): local replicas of partitions no longer assigned here (moved away,
+        removed while this broker was down) are deleted."""
+        self.unassigned_checked = True
+        assigned = self.sim.assignments
+        gone = [tp for tp in sorted(self.replicas) if self.id not in assigned.get(tp, ())]
+        if gone:
+            self.sim.trace_note(f"b{self.id} deletes unassigned replicas {gone} at start-up")
+            self._carry_out(self.rm.remove_replicas(gone, delete=True))
+
     def _disk_housekeeping(self, rep: SimReplica) -> None:
         if self.cfg.flush_mode == "always" or self.sim.rng.random() < self.cfg.flush_probability_per_tick:
             rep.disk.flushed = rep.leo
@@ -233,10 +248,33 @@ class SimBroker:
 
     # ------------------------------------------------------------ controller requests
 
-    def handle_LeaderAndIsr(self, msg: Message) -> dict[str, Any]:
+    def _registered(self) -> bool:
+        """Controller requests wait for this broker's registration (as the broker's RPC
+        handlers do, and Kafka, which serves no request before it registered): until then
+        it cannot tell a request for its previous incarnation (an older broker epoch, still
+        resent while that registration lives) from one for itself. Acting on the previous
+        incarnation's LeaderAndIsr made a broker that restarted with a shorter log follow
+        (or lead) the current leader epoch as if it had its old data (found by the
+        simulator, issue 9, sweep seed 3705). Unanswered, the controller resends."""
+        return self.rm.broker_epoch >= 0
+
+    def handle_LeaderAndIsr(self, msg: Message) -> dict[str, Any] | None:
         body: LeaderAndIsr = msg.body
+        if not self._registered():
+            return None
         try:
             changes = self.rm.on_leader_and_isr(body, self.now)
+        except CoreError as error:
+            return {"error": int(error.code)}
+        self._carry_out(changes)
+        return {"error": 0, "partitions": changes.codes}
+
+    def handle_StopReplica(self, msg: Message) -> dict[str, Any] | None:
+        body: StopReplica = msg.body
+        if not self._registered():
+            return None
+        try:
+            changes = self.rm.on_stop_replica(body)
         except CoreError as error:
             return {"error": int(error.code)}
         self._carry_out(changes)
@@ -246,6 +284,10 @@ class SimBroker:
         for tp in changes.stop_fetching:
             if tp in self.replicas:
                 self.replicas[tp].fetch = None
+        if changes.delete:
+            for tp in changes.removed:
+                if self.disk.pop(tp, None) is not None:
+                    self.sim.trace_note(f"b{self.id} deleted its replica of {tp}")
         for tp, epoch in changes.new_leaderships:
             rep = self.replicas[tp]
             self.sim.trace_note(f"b{self.id} leads {tp} epoch {epoch} at LEO {rep.leo} HW {rep.hw}")

@@ -12,10 +12,22 @@ kafkalite.core.invariants (and on the events that matter: become-leader, ack, re
    hold when it took over).
 Plus the replica-state rules (check_partition_invariants) and the controller's state
 (check_controller_state). Nothing invented: every stored payload was produced to it.
+
+The partitions checked are those the topic znode lists at each step (`sim.assignments`).
+A removed partition's acknowledged records are deliberately gone: they are counted
+(`acked_removed`) and its ledgers archived, never checked again. Reassignment (issue 9):
+- every change of the topic znode keeps KIP-455's shape (adding and removing within the
+  replicas, disjoint) and a move ends with exactly its target replicas (finished) or
+  exactly its original ones (cancelled), never anything else;
+- `quiesce_problems` (asked at the end of a run, after every fault healed, until it
+  reports nothing or a generous bound passes): no partition still moving, no admin request
+  left unhandled, every assigned replica in the ISR and at the leader's epoch, and no
+  running broker keeping the data of a partition it no longer replicates.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import invariants as inv
@@ -35,25 +47,39 @@ class Checker:
         self.leader_epochs = inv.LeaderEpochTracker()
         self.leader_hw = inv.MonotonicTracker("leader HW within an epoch")
         self.consumer_positions = inv.MonotonicTracker("consumer position")
-        tps = sorted(sim.assignments)
-        self.committed: dict[TP, list[tuple[int, int]]] = {tp: [] for tp in tps}
-        self.acked: dict[TP, dict[int, int]] = {tp: {} for tp in tps}
-        self.ack_epochs: dict[TP, dict[int, int]] = {tp: {} for tp in tps}
-        self.produced: dict[TP, set[int]] = {tp: set() for tp in tps}
+        self.committed: defaultdict[TP, list[tuple[int, int]]] = defaultdict(list)
+        self.acked: defaultdict[TP, dict[int, int]] = defaultdict(dict)
+        self.ack_epochs: defaultdict[TP, dict[int, int]] = defaultdict(dict)
+        self.produced: defaultdict[TP, set[int]] = defaultdict(set)
         # tp -> leader epoch -> (leader, log at the moment it took over)
-        self.epoch_starts: dict[TP, dict[int, tuple[int, tuple[tuple[int, int], ...]]]] = {tp: {} for tp in tps}
+        self.epoch_starts: defaultdict[TP, dict[int, tuple[int, tuple[tuple[int, int], ...]]]] = defaultdict(dict)
         self._acked_ok_key: dict[TP, Any] = {}
         self._member_ok: set[Any] = set()
         self.acks = 0
         self.consumed = 0
+        for tp in sorted(sim.assignments):
+            self.committed[tp] = []
+        # Reassignment and partition removal.
+        self._topic_view: tuple[int, dict[TP, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = (-1, {})
+        self.removed: dict[TP, int] = {}  # removed partition -> acked records it had then
+        self.generation: dict[TP, int] = {}  # removals so far per partition number
+        self.acked_removed = 0  # acknowledged records of removed partitions (deliberately gone)
+        self.moves_finished = 0
+        self.moves_cancelled = 0
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
 
     # ------------------------------------------------------------ events
 
+    def _key(self, tp: TP) -> tuple[TP, int]:
+        """Trackers are per partition incarnation: one added again after its removal is new."""
+        return tp, self.generation.get(tp, 0)
+
     def on_become_leader(self, broker: SimBroker, rep: SimReplica, epoch: int) -> None:
-        for v in self.leader_epochs.observe(rep.tp, epoch, broker.id):
+        if rep.tp in self.removed:
+            return  # a stale LeaderAndIsr for a removed partition: it cannot ack anything checked
+        for v in self.leader_epochs.observe(self._key(rep.tp), epoch, broker.id):
             self.fail(f"guarantee 4: {v}")
         self.epoch_starts[rep.tp].setdefault(epoch, (broker.id, tuple(rep.log)))
         # Guarantee 1 for the leader the ZK state names is checked every step; a stale
@@ -62,6 +88,9 @@ class Checker:
 
     def on_ack(self, broker: SimBroker, tp: TP, epoch: int, offset: int, payload: int) -> None:
         self.acks += 1
+        if tp in self.removed:  # acked by a leader that had not heard of the removal yet
+            self.acked_removed += 1
+            return
         previous = self.acked[tp].get(offset)
         if previous is not None and previous != payload and not self.sim.loss_permitted:
             self.fail(f"guarantee 1/4: {tp} offset {offset} acked as {previous} and later as {payload}")
@@ -77,6 +106,7 @@ class Checker:
                 )
 
     def on_produce_sent(self, tp: TP, payload: int) -> None:
+        assert tp not in self.removed, "the producer only picks partitions the topic znode lists"
         self.produced[tp].add(payload)
 
     def on_consumer_served(self, broker: SimBroker, tp: TP, offset: int, count: int, hw: int) -> None:
@@ -84,7 +114,9 @@ class Checker:
             self.fail(f"guarantee 3: b{broker.id} served {tp} up to {offset + count - 1} with HW {hw}")
 
     def on_consumed(self, tp: TP, offset: int, records: list[tuple[int, int]]) -> None:
-        for v in self.consumer_positions.observe(tp, offset + len(records)):
+        if tp in self.removed:
+            return  # read before the removal, answered after it
+        for v in self.consumer_positions.observe(self._key(tp), offset + len(records)):
             self.fail(f"guarantee 3: {v}")
         ledger = self.committed[tp]
         for i, record in enumerate(records):
@@ -94,13 +126,14 @@ class Checker:
                 self.fail(f"guarantee 2/3: consumer read {tp}@{at} = {record}, committed was {ledger[at]}")
 
     def on_consumer_out_of_range(self, tp: TP, position: int, leader: int, leo: int) -> None:
-        if not self.sim.loss_permitted:
+        if not self.sim.loss_permitted and tp not in self.removed:
             self.fail(f"guarantee 1/3: consumer position {position} on {tp} is beyond leader b{leader}'s LEO {leo}")
 
     # ------------------------------------------------------------ every step
 
     def check_step(self) -> None:
         sim = self.sim
+        self._follow_topic_znodes()
         zk_states: dict[TP, tuple[int, list[int]]] = {}
         for tp in sorted(sim.assignments):
             node = sim.zk.get(zkm.state_path(tp))
@@ -126,7 +159,7 @@ class Checker:
             other = leader_epochs_seen.setdefault(epoch, broker.id)
             if other != broker.id:
                 self.fail(f"guarantee 4: {tp} epoch {epoch} led by b{other} and b{broker.id} at once")
-            for v in self.leader_hw.observe((broker.id, broker.incarnation, tp, epoch), rep.hw):
+            for v in self.leader_hw.observe((broker.id, broker.incarnation, self._key(tp), epoch), rep.hw):
                 self.fail(f"guarantee 3: {v}")
             self._extend_committed(broker, rep)
         leader = zk_state["leader"]
@@ -195,10 +228,107 @@ class Checker:
             return
         for member, log in sorted(logs.items()):
             broker = self.sim.brokers[member]
-            key = (tp, member, broker.incarnation, len(log), len(self.acked[tp]))
+            key = (self._key(tp), member, broker.incarnation, len(log), len(self.acked[tp]))
             if key in self._member_ok:
                 continue
             payloads = [payload for _, payload in log]
             for v in inv.check_acked_not_lost(self.acked[tp], payloads):
                 self.fail(f"guarantee 1: {tp} on ISR member b{member}: {v}")
             self._member_ok.add(key)
+
+    # ------------------------------------------------------------ topic znodes (issue 9)
+
+    def _follow_topic_znodes(self) -> None:
+        """Compare the topic znodes with the last step's: removed partitions, and moves that
+        started or ended."""
+        zk = self.sim.zk
+        if self._topic_view[0] == zk.writes:
+            return
+        view: dict[TP, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
+        for t in zk.topics():
+            moving = zk.moving(t)
+            for p, replicas in zk.assignment(t).items():
+                adding, removing = moving.get(p, ((), ()))
+                view[(t, p)] = (replicas, adding, removing)
+        before = self._topic_view[1]
+        self._topic_view = (zk.writes, view)
+        for tp, (replicas, adding, removing) in sorted(view.items()):
+            if len(set(replicas)) != len(replicas) or not set(adding) | set(removing) <= set(replicas):
+                self.fail(f"topic znode: {tp} replicas {list(replicas)} adding {list(adding)} removing {list(removing)}")
+            if set(adding) & set(removing):
+                self.fail(f"topic znode: {tp} adds and removes {sorted(set(adding) & set(removing))}")
+            old = before.get(tp)
+            if old is not None and (old[1] or old[2]) and not (adding or removing):
+                self._move_ended(tp, old, replicas)
+            if tp in self.removed:  # added again: a new partition with the same number
+                del self.removed[tp]
+        for tp in sorted(set(before) - set(view)):
+            self._partition_removed(tp)
+
+    def _move_ended(self, tp: TP, old: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],
+                    replicas: tuple[int, ...]) -> None:
+        old_replicas, adding, removing = old
+        target = {r for r in old_replicas if r not in removing}
+        original = {r for r in old_replicas if r not in adding}
+        if set(replicas) == target:
+            self.moves_finished += 1
+        elif set(replicas) == original:
+            self.moves_cancelled += 1
+        else:
+            self.fail(f"reassignment: {tp} moving {list(old_replicas)} (+{list(adding)} -{list(removing)}) ended"
+                      f" with {list(replicas)}, neither its target {sorted(target)} nor its original {sorted(original)}")
+
+    def _partition_removed(self, tp: TP) -> None:
+        """Its acknowledged records are gone on purpose: counted, and nothing about the
+        partition is checked again (a partition added later with its number is new)."""
+        self.removed[tp] = len(self.acked.get(tp, {}))
+        self.acked_removed += self.removed[tp]
+        for per_tp in (self.committed, self.acked, self.ack_epochs, self.produced, self.epoch_starts):
+            per_tp.pop(tp, None)
+        self._acked_ok_key.pop(tp, None)
+        self.generation[tp] = self.generation.get(tp, 0) + 1
+        self.sim.trace_note(f"checker: {tp} removed with {self.removed[tp]} acknowledged records")
+
+    # ------------------------------------------------------------ end of a run
+
+    def quiesce_problems(self) -> list[str]:
+        """What keeps the cluster from having finished everything asked of it, once every
+        fault healed: empty when done. Asked repeatedly; a run fails if it stays non-empty
+        past a generous bound (liveness)."""
+        sim, zk = self.sim, self.sim.zk
+        out: list[str] = []
+        if zk.controller_id() < 0:
+            out.append("no controller")
+        for t in zk.topics():
+            for p, (adding, removing) in zk.moving(t).items():
+                out.append(f"{(t, p)} is still moving (adding {list(adding)}, removing {list(removing)})")
+        if zk.reassignment():
+            out.append(f"/admin/reassign_partitions still has {sorted(zk.reassignment())}")
+        for kind in zkm.ADMIN_KINDS:
+            if zk.partition_admin_requests(kind):
+                out.append(f"/admin/partitions_{kind} still has {sorted(zk.partition_admin_requests(kind))}")
+        assignments = sim.assignments
+        for tp, replicas in sorted(assignments.items()):
+            out.extend(self._partition_settled(tp, replicas))
+        for broker in sim.running_brokers():
+            strays = sorted(tp for tp in set(broker.disk) | set(broker.replicas) if broker.id not in assignments.get(tp, ()))
+            if strays:
+                out.append(f"b{broker.id} still keeps replicas of {strays}, which it no longer replicates")
+        return out
+
+    def _partition_settled(self, tp: TP, replicas: tuple[int, ...]) -> list[str]:
+        node = self.sim.zk.get(zkm.state_path(tp))
+        if node is None:
+            return [f"{tp} has no state znode"]
+        leader, epoch, isr = node.data["leader"], node.data["leader_epoch"], node.data["isr"]
+        if leader < 0:
+            return [f"{tp} has no leader"]
+        if set(isr) != set(replicas):
+            return [f"{tp} ISR {isr} is not its replicas {list(replicas)}"]
+        out = []
+        for b in replicas:
+            broker = self.sim.brokers[b]
+            rep = broker.replicas.get(tp) if broker.running else None
+            if rep is None or rep.state.leader_epoch != epoch or rep.state.is_leader != (b == leader):
+                out.append(f"{tp}: b{b} has not taken its role at leader epoch {epoch}")
+        return out

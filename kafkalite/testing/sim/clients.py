@@ -1,6 +1,12 @@
 """Producer and consumer clients (node 0). Metadata (who leads) is read straight from the
 ZooKeeper model: clients in the real system learn it from UpdateMetadata with a delay,
-which only adds NOT_LEADER retries, not new safety cases."""
+which only adds NOT_LEADER retries, not new safety cases.
+
+The partitions are those the topic znode lists (`sim.assignments`): a removed partition is
+no longer picked. An UNKNOWN_TOPIC_OR_PARTITION answer makes a client look again (a
+metadata refresh): if the partition is gone from the topic, the client forgets it (its
+consumer position goes); if it is still listed (the broker asked had just lost its replica
+to a reassignment), it is an ordinary retriable error."""
 
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ class Clients:
         self.positions: dict[TP, int] = {tp: 0 for tp in sorted(sim.assignments)}
         self.pending: dict[int, Callable[[dict[str, Any] | None], None]] = {}
         self.acked_by_client: dict[TP, dict[int, int]] = {tp: {} for tp in sorted(sim.assignments)}
+        self.answers: dict[int, int] = {}  # payload -> error code of its produce answer (-1: none came)
+        self.gone: dict[TP, int] = {}  # partitions found removed -> UNKNOWN_TOPIC_OR_PARTITION answers then
         self.producing = True
         self.consuming = True
 
@@ -74,8 +82,11 @@ class Clients:
 
         def on_response(resp: dict[str, Any] | None) -> None:
             self.produce_inflight -= 1
+            self.answers[payload] = -1 if resp is None else resp["error"]
             if resp is not None and resp["error"] == 0:
-                self.acked_by_client[tp][resp["offset"]] = payload
+                self.acked_by_client.setdefault(tp, {})[resp["offset"]] = payload
+            elif resp is not None and resp["error"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                self._maybe_gone(tp)
 
         timeout = self.cfg.produce_timeout_ms + 4 * self.cfg.net_delay_ms_max
         self._rpc(leader, "Produce", {"tp": tp, "payload": payload, "acks": -1}, timeout, on_response)
@@ -85,6 +96,8 @@ class Clients:
 
     def _consume_tick(self) -> None:
         rng = self.sim.rng
+        for tp in [tp for tp in self.positions if tp not in self.sim.assignments]:
+            del self.positions[tp]  # removed: metadata no longer lists it
         if self.consuming:
             tp = rng.choice(sorted(self.sim.assignments))
             leader = self._leader(tp)
@@ -93,10 +106,13 @@ class Clients:
         self.sim.sched.after(rng.randint(1, self.cfg.consume_interval_ms_max), "client consume", self._consume_tick)
 
     def _fetch(self, tp: TP, leader: int) -> None:
-        position = self.positions[tp]
+        position = self.positions.setdefault(tp, 0)
 
         def on_response(resp: dict[str, Any] | None) -> None:
-            if resp is None or self.positions[tp] != position:
+            if resp is None or self.positions.get(tp) != position:
+                return
+            if resp["error"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                self._maybe_gone(tp)
                 return
             if resp["error"] == ErrorCode.OFFSET_OUT_OF_RANGE:
                 self.sim.checker.on_consumer_out_of_range(tp, position, leader, resp["leo"])
@@ -108,3 +124,11 @@ class Clients:
             self.positions[tp] = position + len(records)
 
         self._rpc(leader, "Fetch", {"tp": tp, "offset": position}, self.cfg.request_timeout_ms, on_response)
+
+    def _maybe_gone(self, tp: TP) -> None:
+        """UNKNOWN_TOPIC_OR_PARTITION: gone if the topic no longer lists it (a metadata
+        refresh), else retriable."""
+        if tp in self.sim.assignments:
+            return
+        self.gone[tp] = self.gone.get(tp, 0) + 1
+        self.positions.pop(tp, None)

@@ -37,6 +37,17 @@ class SimConfig:
     down_brokers_max: int = 1  # crashed, paused, shut down or isolated at once
     fault_duration_ms_max: int = 600
 
+    # Admin actions interleaved with the faults (probability per step; see faults.py):
+    # reassign, cancel a reassignment, remove the highest-numbered partition.
+    admin_probability: float = 0.01
+    # Also add a partition back after a removal. Off: a removed partition's number comes
+    # back as a new partition while a stale copy of the old one may survive on a broker
+    # that missed its StopReplica(delete), and the new partition adopts its data (epochs
+    # restart at 0; nothing tells the two apart). Needs partition identity (Kafka's topic
+    # IDs, KIP-516) or a removal that completes only once every replica confirmed; see
+    # tests/sim/test_sim_admin.py::test_a_partition_added_back_can_adopt_a_stale_copy.
+    admin_add_partition: bool = False
+
     # Clients.
     produce_interval_ms_max: int = 25
     produce_inflight_max: int = 4

@@ -10,8 +10,15 @@ kafkalite/broker/controller.py does with kazoo and the RPC channel:
   broker keeps its registration.
 - UpdateMetadata is not delivered: simulated clients read leaders from the ZooKeeper model
   (see clients.py) and simulated brokers keep no metadata cache.
-- ZooKeeper watches are modelled by polling the live broker set on every tick; a change is
-  queued as an event, as a watch would queue it.
+- ZooKeeper watches are modelled by polling on every tick: the live broker set (compared
+  with the controller's), /admin/reassign_partitions and /admin/partitions_add|remove
+  (changed since the controller last read them: a watch set by a read fires on the next
+  change); a change is queued as an event, as a watch would queue it. The event reads the
+  znodes when its turn comes. An admin-path event that cannot read or finish on ZooKeeper
+  is tried again once it answers, as kafkalite.broker.controller retries it.
+- WaitForAnswers (StopReplica(delete) answers before a partition's znodes go) holds the
+  running event, and every event queued behind it, until the brokers answered over the
+  simulated network or its deadline passed in virtual time, as the broker's driver awaits.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from kafkalite.core import controller as core
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.controller_sends import SendQueue
 from kafkalite.core.election import PartitionState
-from kafkalite.core.messages import ControllerRequest, UpdateMetadata
+from kafkalite.core.messages import ControllerRequest, StopReplica, UpdateMetadata
 from kafkalite.testing.sim import zk as zkm
 
 if TYPE_CHECKING:
@@ -44,8 +51,9 @@ class _ControllerMoved(Exception):
 class SimSender:
     """Drives one broker's core SendQueue over the simulated network."""
 
-    def __init__(self, owner: SimBroker, broker_id: int, broker_epoch: int) -> None:
-        self.owner = owner
+    def __init__(self, driver: SimControllerDriver, broker_id: int, broker_epoch: int) -> None:
+        self.driver = driver
+        self.owner = driver.broker
         self.queue = SendQueue(broker_id, broker_epoch)
         self.closed = False
 
@@ -73,7 +81,10 @@ class SimSender:
         if response is None:  # lost or timed out: again, for as long as the broker is registered
             self.owner.sim.node_after(self.owner.id, self.queue.failed(), "resend", self._resend)
             return
+        request = self.queue.in_flight
         self.queue.answered()
+        if isinstance(request, StopReplica):
+            self.driver.on_stop_replica_answer(self.queue.broker_id, request, response)
         self._next()
 
     def _resend(self) -> None:
@@ -91,6 +102,12 @@ class SimControllerDriver:
         self.core = core.Controller(broker.id, unclean_leader_election=broker.cfg.unclean_leader_election)
         self.queue: deque[Callable[[], core.ControllerEvent | None]] = deque()
         self.senders: dict[int, SimSender] = {}
+        self.waiting: core.WaitForAnswers | None = None  # the running event awaits StopReplica answers
+        # The admin-path "watches": the change count of each watched path when it was last
+        # read (a watch is set by the read and fires on the next change).
+        self._read_at: dict[str, int] = {prefix: -1 for prefix in zkm.WATCHED}
+        self._wait_started_ms = 0
+        self._running: core.ControllerEvent | None = None  # the event being handled (or last handled)
 
     @property
     def active(self) -> bool:
@@ -105,23 +122,39 @@ class SimControllerDriver:
                 sender.closed = True
                 del self.senders[bid]
         for b in live.values():
-            self.senders.setdefault(b.id, SimSender(self.broker, b.id, b.epoch))
+            self.senders.setdefault(b.id, SimSender(self, b.id, b.epoch))
         return live
 
+    def _topics(self) -> dict[str, core.Topic]:
+        topics = {}
+        for t in self.zk.topics():
+            moving = self.zk.moving(t)
+            topics[t] = core.Topic(self.zk.assignment(t), {}, {p: a for p, (a, _) in moving.items() if a},
+                                   {p: r for p, (_, r) in moving.items() if r})
+        return topics
+
+    def _reassignment(self) -> dict[TP, tuple[int, ...]]:
+        self._read_at[zkm.REASSIGN] = self.zk.admin_changes[zkm.REASSIGN]
+        return self.zk.reassignment() or {}
+
+    def _admin_requests(self, kind: str) -> dict[TP, tuple[int, ...]]:
+        prefix = zkm.partition_admin_prefix(kind)
+        self._read_at[prefix] = self.zk.admin_changes[prefix]
+        return self.zk.partition_admin_requests(kind)
+
     def activate(self) -> None:
-        topics: dict[str, dict[int, tuple[int, ...]]] = {}
-        for (t, p), replicas in sorted(self.sim.assignments.items()):
-            topics.setdefault(t, {})[p] = tuple(replicas)
+        topics = self._topics()
         states: dict[TP, PartitionState] = {}
         written_zxid: dict[TP, int] = {}
-        for tp in sorted(self.sim.assignments):
+        for tp in sorted((t, p) for t, topic in topics.items() for p in topic.partitions):
             node = self.zk.get(zkm.state_path(tp))
             if node is not None:
                 states[tp] = _from_znode(node)
                 if self.broker.cfg.failover_detects_bounced_brokers:
                     written_zxid[tp] = node.mzxid
-        self._run(core.Activated(self.epoch, self._live_brokers(), {t: core.Topic(ps) for t, ps in topics.items()},
-                                 states, written_zxid))
+        self._run(core.Activated(self.epoch, self._live_brokers(), topics, states, written_zxid,
+                                 reassignments=self._reassignment(), partitions_add=self._admin_requests("add"),
+                                 partitions_remove=tuple(sorted(self._admin_requests("remove")))))
 
     # ------------------------------------------------------------ events
 
@@ -132,50 +165,140 @@ class SimControllerDriver:
         self.sim.node_after(self.broker.id, self.sim.rng.randint(0, 2), "controller event", self._step)
 
     def _step(self) -> None:
-        if not self.queue:
-            return
+        if not self.queue or self.waiting is not None:
+            return  # the running event holds the queue; _maybe_end_wait steps again
         make = self.queue.popleft()
         if not self.active and self.core.active:
-            self._execute(self.core.resign())  # the core refuses what comes next: NOT_CONTROLLER
+            self._core_resign()  # the core refuses what comes next: NOT_CONTROLLER
         event = make()
         if event is not None:
             self._run(event)
 
+    def _kick(self) -> None:
+        for _ in self.queue:
+            self.sim.node_after(self.broker.id, self.sim.rng.randint(0, 2), "controller event", self._step)
+
     def broker_change(self) -> core.ControllerEvent | None:
         return core.BrokersChanged(self._live_brokers()) if self.broker.zk_reachable() else None
 
+    def reassignment_change(self) -> core.ControllerEvent | None:
+        if not self.broker.zk_reachable():
+            return self._read_failed(zkm.REASSIGN)
+        return core.ReassignmentsChanged(self._reassignment())
+
+    def partitions_remove_change(self) -> core.ControllerEvent | None:
+        if not self.broker.zk_reachable():
+            return self._read_failed(zkm.partition_admin_prefix("remove"))
+        found = self._admin_requests("remove")
+        return core.PartitionsRemoveRequested(tuple(sorted(found))) if found else None
+
+    def partitions_add_change(self) -> core.ControllerEvent | None:
+        if not self.broker.zk_reachable():
+            return self._read_failed(zkm.partition_admin_prefix("add"))
+        found = self._admin_requests("add")
+        return core.PartitionsAddRequested(found) if found else None
+
+    def _read_failed(self, prefix: str) -> None:
+        """An admin-path event could not read (or finish) on ZooKeeper: it is tried again
+        once ZooKeeper answers, as kafkalite.broker.controller retries it. (The watch has
+        fired already and will not fire again for that change.)"""
+        self._read_at[prefix] = -1
+        return None
+
     def tick(self) -> None:
-        if self.broker.zk_reachable() and self.zk.live_brokers() != {b: lb.epoch for b, lb in self.core.live.items()}:
-            if self.broker_change not in self.queue:
-                self.enqueue(self.broker_change)
+        if not self.broker.zk_reachable():
+            return
+        if self.zk.live_brokers() != {b: lb.epoch for b, lb in self.core.live.items()}:
+            self._enqueue_once(self.broker_change)
+        for prefix, make in ((zkm.REASSIGN, self.reassignment_change),
+                             (zkm.partition_admin_prefix("add"), self.partitions_add_change),
+                             (zkm.partition_admin_prefix("remove"), self.partitions_remove_change)):
+            if self.zk.admin_changes[prefix] != self._read_at[prefix]:
+                self._read_at[prefix] = self.zk.admin_changes[prefix]  # fired; the event reads again
+                self._enqueue_once(make)
+
+    def _enqueue_once(self, make: Callable[[], core.ControllerEvent | None]) -> None:
+        if make not in self.queue:
+            self.enqueue(make)
 
     def resign(self, why: str) -> None:
         if self.broker.controller is self:
             self.sim.trace_note(f"b{self.broker.id} resigns as controller ({why})")
             self.broker.controller = None
-        self._execute(self.core.resign())
+        self._core_resign()
         for sender in self.senders.values():
             sender.closed = True
         self.senders.clear()
 
+    def _core_resign(self) -> None:
+        if self.waiting is not None:
+            self._wait_ended()  # the core drops the running event
+        self._execute(self.core.resign())
+
+    def _wait_ended(self) -> None:
+        self.waiting = None
+        waited_ms = self.sim.sched.now_ms - self._wait_started_ms
+        self.sim.controller_waited_ms_max = max(self.sim.controller_waited_ms_max, waited_ms)
+
+    # ------------------------------------------------------------ StopReplica answers
+
+    def on_stop_replica_answer(self, broker_id: int, request: StopReplica, response: dict[str, Any]) -> None:
+        self.core.on_answer(core.BrokerAnswered(broker_id, request, int(response.get("error", 0))))
+        if self.waiting is not None:
+            self.sim.node_after(self.broker.id, 0, "controller answers", self._maybe_end_wait)
+
+    def _wait_over(self, op: core.WaitForAnswers) -> bool:
+        return self.core.answered(op.brokers) or self.sim.sched.now_ms >= op.deadline_ms
+
+    def _maybe_end_wait(self) -> None:
+        op = self.waiting
+        if op is None or not self._wait_over(op):
+            return
+        assert self.core.busy
+        self._wait_ended()
+        self.sim.trace_note(f"controller b{self.broker.id} done waiting for StopReplica answers")
+        self._continue(self.core.resume(None, self.sim.sched.now_ms))
+        self._kick()
+
     # ------------------------------------------------------------ running the core
 
     def _run(self, event: core.ControllerEvent) -> None:
-        ready = self.core.handle(event, self.sim.sched.now_ms)
+        self._running = event
+        self._continue(self.core.handle(event, self.sim.sched.now_ms))
+
+    def _continue(self, ready: core.Ready) -> None:
         while True:
             self._execute(ready)
             if ready.io is None:
+                return
+            if isinstance(ready.io, core.WaitForAnswers) and not self._wait_over(ready.io):
+                self.waiting = ready.io
+                self._wait_started_ms = self.sim.sched.now_ms
+                self.sim.trace_note(f"controller b{self.broker.id} waits for StopReplica answers from"
+                                    f" {sorted(ready.io.brokers)} until t={ready.io.deadline_ms}")
+                delay = ready.io.deadline_ms - self.sim.sched.now_ms
+                self.sim.node_after(self.broker.id, delay, "controller wait deadline", self._maybe_end_wait)
                 return
             try:
                 outcome = self._perform(ready.io)
             except _ZooKeeperLost:
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
+                self._aborted(self._running)
                 return
             except _ControllerMoved:
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
                 self.resign("controller epoch moved")
                 return
             ready = self.core.resume(outcome, self.sim.sched.now_ms)
+
+    def _aborted(self, event: core.ControllerEvent | None) -> None:
+        """An event failed on ZooKeeper: admin-path work is tried again (a failover's too:
+        it ends with the admin paths, seed D 7-9), as kafkalite.broker.controller does."""
+        prefixes = {core.ReassignmentsChanged: [zkm.REASSIGN], core.PartitionsAddRequested: [zkm.partition_admin_prefix("add")],
+                    core.PartitionsRemoveRequested: [zkm.partition_admin_prefix("remove")],
+                    core.Activated: list(zkm.WATCHED)}.get(type(event), [])
+        for prefix in prefixes:
+            self._read_failed(prefix)
 
     def _execute(self, ready: core.Ready) -> None:
         for note in ready.notes:
@@ -195,7 +318,33 @@ class SimControllerDriver:
                 return {tp: self._write(tp, st, version) for tp, (st, version) in sorted(updates.items())}
             case core.CreateStates(states=states):
                 return {tp: self._create(tp, st) for tp, st in sorted(states.items())}
-        raise AssertionError(f"the simulation has no topic admin paths: {op!r}")
+            case core.WaitForAnswers():
+                return None  # over: answered, or the deadline passed (see _continue)
+            case core.WriteTopic(topic=topic, assignment=assignment):
+                version = self._fenced(lambda: self.zk.write_topic(topic, _topic_data(assignment), self.epoch_version))
+                self.sim.trace_note(f"controller b{self.broker.id} wrote topic {topic}: {_describe(assignment)} v{version}")
+                return core.Written(version)
+            case core.RemoveReassignments(partitions=tps):
+                self._fenced(lambda: self.zk.remove_reassignment_entries(tps, self.epoch_version))
+                return None
+            case core.DeletePartitions(partitions=tps):
+                self._fenced(lambda: self.zk.delete_partitions(tps, self.epoch_version))
+                self.sim.trace_note(f"controller b{self.broker.id} deleted the znodes of {list(tps)}")
+                return None
+            case core.DeletePartitionAdminZnodes(kind=kind, partitions=tps):
+                self._check_session()
+                self.zk.delete_partition_admin_requests(kind, tps)
+                return None
+        raise AssertionError(f"the simulation has no such ZooKeeper operation: {op!r}")
+
+    def _fenced(self, write: Callable[[], Any]) -> Any:
+        """A controller write fenced on the controller epoch (a ZooKeeper multi with a
+        check of /controller_epoch), from a broker that still holds its session."""
+        self._check_session()
+        try:
+            return write()
+        except zkm.ControllerMovedError:
+            raise _ControllerMoved() from None
 
     def _check_session(self) -> None:
         if not self.broker.zk_reachable() or self.broker.sid not in self.zk.sessions:
@@ -222,6 +371,21 @@ class SimControllerDriver:
             current = self.zk.get(zkm.state_path(tp))
             return core.Stale(None if current is None else _from_znode(current))
         return core.Written(node.version)
+
+
+def _topic_data(topic: core.Topic) -> dict[str, Any]:
+    return {"partitions": {p: list(r) for p, r in sorted(topic.partitions.items())},
+            "adding": {p: list(r) for p, r in sorted(topic.adding.items()) if r},
+            "removing": {p: list(r) for p, r in sorted(topic.removing.items()) if r}}
+
+
+def _describe(topic: core.Topic) -> str:
+    parts = []
+    for p, replicas in sorted(topic.partitions.items()):
+        moving = f" +{list(topic.adding[p])}" if topic.adding.get(p) else ""
+        moving += f" -{list(topic.removing[p])}" if topic.removing.get(p) else ""
+        parts.append(f"{p}:{list(replicas)}{moving}")
+    return " ".join(parts)
 
 
 def _znode_data(st: PartitionState) -> dict[str, Any]:

@@ -2,6 +2,16 @@
 timeout, then resume as a zombie), network partitions (broker pairs, broker <-> ZK, full
 isolation), ZK session expiry, controlled shutdowns, controller kills.
 
+Admin actions (issue 9) are drawn with their own probability per step, interleaved with
+the faults: "reassign" (a random partition to a random RF-sized set of brokers, written to
+/admin/reassign_partitions when no reassignment is in progress, as the CLI refuses a
+second), "cancel_reassignment" (the admin znode deleted) and "remove_partition" (the
+highest-numbered partition, never the last one, through /admin/partitions_remove); with
+`admin_add_partition`, also "add_partition" (the next number, up to one more than the topic
+started with, through /admin/partitions_add: a removed number comes back as a new
+partition; off by default, see SimConfig). They are not failures: they do not count as a
+broker down and are drawn even while a crash victim recovers.
+
 At most `down_brokers_max` brokers are down (crashed, paused, stopped, isolated) at once.
 In flush mode "random" a crash loses unflushed data, so a broker is only crashed when every
 other replica of its partitions is running and in the ISR and no earlier crash victim is
@@ -23,6 +33,9 @@ KINDS = (
     "crash", "pause", "isolate", "cut_pair", "cut_zk", "expire_session",
     "controlled_shutdown", "crash_controller", "pause_controller",
 )
+# Weighted by repetition: mostly moves, a cancel now and then, a removal about once a run.
+ADMIN_KINDS = ("reassign",) * 6 + ("cancel_reassignment",) * 3 + ("remove_partition",)
+ADMIN_KINDS_WITH_ADD = ADMIN_KINDS + ("add_partition",)
 
 
 class FaultInjector:
@@ -32,15 +45,19 @@ class FaultInjector:
         self.down: set[int] = set()  # brokers currently under a "down" fault
         self.recovering: set[int] = set()  # crashed with data loss, not yet back in every ISR
         self.injected = 0
+        self.admin_kinds = ADMIN_KINDS_WITH_ADD if self.cfg.admin_add_partition else ADMIN_KINDS
+        self.admin_actions: dict[str, int] = {kind: 0 for kind in self.admin_kinds}
 
     def maybe_inject(self) -> None:
         rng = self.sim.rng
         self._update_recovering()
+        if self.cfg.admin_probability and rng.random() < self.cfg.admin_probability:
+            getattr(self, f"_{rng.choice(self.admin_kinds)}")()
         if rng.random() >= self.cfg.fault_probability:
             return
+        kind = rng.choice(KINDS)
         if self.recovering:
             return  # flush mode "random": a crash victim may lack acked data; no 2nd failure
-        kind = rng.choice(KINDS)
         brokers = sorted(self.sim.brokers)
         if kind in ("crash_controller", "pause_controller"):
             controller = self.sim.zk.controller_id()
@@ -134,11 +151,48 @@ class FaultInjector:
     def on_stopped_restarted(self, broker: int) -> None:
         self.down.discard(broker)
 
+    # ------------------------------------------------------------ admin actions
+
+    def _reassign(self) -> None:
+        rng, zk = self.sim.rng, self.sim.zk
+        tp = rng.choice(sorted(self.sim.assignments))
+        target = rng.sample(sorted(self.sim.brokers), self.cfg.replication_factor)
+        if zk.get(zkm.REASSIGN) is not None:
+            return  # "a partition reassignment is already in progress"
+        self.admin_actions["reassign"] += 1
+        self.sim.reassign({tp: tuple(target)})
+
+    def _cancel_reassignment(self) -> None:
+        if self.sim.zk.get(zkm.REASSIGN) is None:
+            return
+        self.admin_actions["cancel_reassignment"] += 1
+        self.sim.cancel_reassignment()
+
+    def _remove_partition(self) -> None:
+        partitions = sorted(self.sim.assignments)
+        if len(partitions) < 2:
+            return  # a topic keeps at least one partition
+        self.admin_actions["remove_partition"] += 1
+        self.sim.remove_partition(partitions[-1])
+
+    def _add_partition(self) -> None:
+        partitions = sorted(self.sim.assignments)
+        if len(partitions) > self.cfg.partitions:
+            return
+        t, p = partitions[-1][0], partitions[-1][1] + 1
+        n = self.cfg.brokers
+        self.admin_actions["add_partition"] += 1
+        self.sim.add_partition((t, p), tuple((p + j) % n + 1 for j in range(self.cfg.replication_factor)))
+
     # ------------------------------------------------------------ failure budget
 
     def _crash_within_budget(self, broker: int) -> bool:
+        """Every other replica of its partitions running and in the ISR; a replica being
+        added by a reassignment holds nothing acknowledged until it joins the ISR, so it
+        does not count."""
         if self.recovering - {broker}:
             return False
+        adding = {(t, p): a for t in self.sim.zk.topics() for p, (a, _) in self.sim.zk.moving(t).items()}
         for tp, replicas in self.sim.assignments.items():
             if broker not in replicas:
                 continue
@@ -146,6 +200,8 @@ class FaultInjector:
             isr = node.data["isr"] if node is not None else []
             for other in replicas:
                 ob = self.sim.brokers[other]
+                if other in adding.get(tp, ()) and other not in isr:
+                    continue
                 if other != broker and (other not in isr or not ob.running or ob.paused):
                     return False
         return True

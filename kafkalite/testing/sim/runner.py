@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.broker import SimBroker
 from kafkalite.testing.sim.checker import Checker
 from kafkalite.testing.sim.clients import Clients
@@ -23,6 +24,7 @@ from kafkalite.testing.sim.zk import ZkModel
 
 TOPIC = "t"
 ZK_EXPIRY_CHECK_MS = 10
+SETTLE_MS_MAX = 10_000  # generous: session expiry, failover, resend backoff, a replica catching up
 
 
 class SimulationFailure(AssertionError):
@@ -52,6 +54,11 @@ class SimResult:
     consumed: int
     faults: int
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    moves_finished: int = 0
+    moves_cancelled: int = 0
+    partitions_removed: int = 0
+    acked_removed: int = 0  # acknowledged records of removed partitions (deliberately gone)
+    controller_waited_ms_max: int = 0
 
 
 class Simulation:
@@ -64,15 +71,20 @@ class Simulation:
         self.network = Network(self, self.rng)
         self.zk = ZkModel(self.cfg.zk_session_timeout_ms)
         n, rf = self.cfg.brokers, self.cfg.replication_factor
-        self.assignments = {
-            (TOPIC, p): tuple((p + j) % n + 1 for j in range(rf)) for p in range(self.cfg.partitions)
-        }
+        # The topic exists before the brokers start (created by an admin); its znode is the
+        # assignment from then on (reassignment and partition removal change it).
+        self.zk.create(zkm.topic_path(TOPIC), {
+            "partitions": {p: [(p + j) % n + 1 for j in range(rf)] for p in range(self.cfg.partitions)},
+            "adding": {}, "removing": {},
+        })
+        self._assignments: tuple[int, dict[tuple[str, int], tuple[int, ...]]] = (-1, {})
         self.brokers = {b: SimBroker(self, b) for b in range(1, n + 1)}
         self.checker = Checker(self)
         self.clients = Clients(self)
         self.faults = FaultInjector(self)
         self.random_faults = random_faults
         self.loss_permitted = False
+        self.controller_waited_ms_max = 0  # the longest a controller held its queue for StopReplica answers
         self.restart_delay_after_stop: dict[int, int] = {}
         self.steps = 0
         self._ids = 0
@@ -82,6 +94,16 @@ class Simulation:
         self.sched.after(ZK_EXPIRY_CHECK_MS, "zk expiry", self._zk_expiry)
 
     # ------------------------------------------------------------ plumbing
+
+    @property
+    def assignments(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Partition -> assigned replicas as the topic znodes say now (AR+RAR while a
+        partition moves); the checker, faults and clients follow it."""
+        writes, cached = self._assignments
+        if writes != self.zk.writes:
+            cached = {(t, p): r for t in self.zk.topics() for p, r in self.zk.assignment(t).items()}
+            self._assignments = (self.zk.writes, cached)
+        return cached
 
     def next_id(self) -> int:
         self._ids += 1
@@ -156,6 +178,30 @@ class Simulation:
         for label, run in deferred:
             self.sched.after(0, f"b{broker_id} {label} (after pause)", run)
 
+    # ------------------------------------------------------------ admin (issue 9)
+
+    def reassign(self, targets: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """What `kafkalite reassign --execute` does: create /admin/reassign_partitions."""
+        self.trace_note(f"ADMIN reassign {', '.join(f'{t}-{p} -> {list(r)}' for (t, p), r in sorted(targets.items()))}")
+        self.zk.create(zkm.REASSIGN, {"partitions": dict(targets)})
+
+    def cancel_reassignment(self) -> None:
+        """`kafkalite reassign --cancel`: delete the admin znode; the controller reverts."""
+        self.trace_note("ADMIN cancel reassignment")
+        self.zk.delete(zkm.REASSIGN)
+
+    def remove_partition(self, tp: tuple[str, int]) -> None:
+        """`kafkalite topics alter --partitions N --force`: /admin/partitions_remove/<t>/<p>."""
+        self.trace_note(f"ADMIN remove partition {tp[0]}-{tp[1]}")
+        if self.zk.get(zkm.partition_admin_path("remove", tp)) is None:
+            self.zk.create(zkm.partition_admin_path("remove", tp), {})
+
+    def add_partition(self, tp: tuple[str, int], replicas: tuple[int, ...]) -> None:
+        """`kafkalite topics alter --partitions N`: /admin/partitions_add/<t>/<p>."""
+        self.trace_note(f"ADMIN add partition {tp[0]}-{tp[1]} on {list(replicas)}")
+        if self.zk.get(zkm.partition_admin_path("add", tp)) is None:
+            self.zk.create(zkm.partition_admin_path("add", tp), {"replicas": list(replicas)})
+
     def on_broker_stopped(self, broker: SimBroker) -> None:
         delay = self.restart_delay_after_stop.pop(broker.id, None)
         if delay is None:
@@ -201,6 +247,36 @@ class Simulation:
             self.step()
         return self
 
+    def heal_everything(self) -> None:
+        """End every fault: restart what is down, resume what is paused, heal the network.
+        Random faults stop; the recoveries still scheduled find nothing left to do."""
+        self.random_faults = False
+        self.network.lossless = True
+        self.network.cut.clear()
+        self.network.drop_if = None
+        for broker_id, broker in sorted(self.brokers.items()):
+            if not broker.running and broker_id not in self.restart_delay_after_stop:
+                self.restart(broker_id)
+            elif broker.paused:
+                self.resume(broker_id)
+        self.trace_note("HEALED: every fault ended")
+
+    def settle(self, timeout_ms: int = SETTLE_MS_MAX) -> Simulation:
+        """Liveness at the end of a run: with every fault healed, everything asked of the
+        cluster (moves, cancels, removals) finishes and every replica is back in its ISR
+        within `timeout_ms` of virtual time, or the run fails with what is left."""
+        self.heal_everything()
+        until = self.sched.now_ms + timeout_ms
+        while self.checker.quiesce_problems():
+            if self.sched.now_ms >= until:
+                problems = [f"liveness: {p} {timeout_ms} ms after every fault healed" for p in self.checker.quiesce_problems()]
+                raise SimulationFailure(self.seed, self.steps, problems, list(self.trace.recent))
+            for broker_id, broker in sorted(self.brokers.items()):
+                if not broker.running and broker_id not in self.restart_delay_after_stop:
+                    self.restart(broker_id)  # a controlled shutdown that stopped after the heal
+            self.step()
+        return self
+
     def result(self) -> SimResult:
         return SimResult(
             seed=self.seed, steps=self.steps, virtual_ms=self.sched.now_ms,
@@ -208,18 +284,29 @@ class Simulation:
             produced=self.clients.next_payload - 1, acked=self.checker.acks,
             consumed=self.checker.consumed, faults=self.faults.injected,
             committed={tp: len(ledger) for tp, ledger in self.checker.committed.items()},
+            moves_finished=self.checker.moves_finished, moves_cancelled=self.checker.moves_cancelled,
+            partitions_removed=len(self.checker.removed), acked_removed=self.checker.acked_removed,
+            controller_waited_ms_max=self.controller_waited_ms_max,
         )
 
 
-def run_simulation(seed: int, steps: int, config: SimConfig | None = None) -> SimResult:
-    """Run `steps` events of a random schedule; raise SimulationFailure on a violation."""
-    return Simulation(seed, config).run(steps).result()
+def run_simulation(seed: int, steps: int, config: SimConfig | None = None, *, settle: bool = True) -> SimResult:
+    """Run `steps` events of a random schedule, then (with `settle`) heal every fault and
+    check that everything finishes (Simulation.settle); raise SimulationFailure on a
+    violation."""
+    sim = Simulation(seed, config).run(steps)
+    if settle:
+        sim.settle()
+    return sim.result()
 
 
 def config_for_seed(seed: int, base: SimConfig | None = None) -> SimConfig:
     """The sweep's configuration of a seed: odd seeds use random flush points (crash loses
-    the unflushed suffix, within the failure budget), even seeds fsync every append."""
+    the unflushed suffix, within the failure budget), even seeds fsync every append; seeds
+    2 and 3 mod 4 run 4 brokers (RF 3), so a reassignment has somewhere to move to, the
+    others 3 (a reassignment there only reorders)."""
     import dataclasses
 
     base = base or SimConfig()
-    return dataclasses.replace(base, flush_mode="random" if seed % 2 else "always")
+    brokers = max(base.brokers, 4) if seed % 4 >= 2 else base.brokers
+    return dataclasses.replace(base, flush_mode="random" if seed % 2 else "always", brokers=brokers)

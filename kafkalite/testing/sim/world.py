@@ -69,6 +69,7 @@ class Network:
         self.dropped = 0
         # Targeted scenarios drop chosen messages (e.g. every LeaderAndIsr to one broker).
         self.drop_if: Callable[[Message], bool] | None = None
+        self.lossless = False  # set once every fault is healed: no drops, no duplicates
 
     def partitioned(self, a: int, b: int) -> bool:
         return frozenset((a, b)) in self.cut
@@ -82,7 +83,7 @@ class Network:
     def send(self, msg: Message, *, idempotent: bool = False) -> None:
         cfg = self.sim.cfg
         self.sent += 1
-        if self.partitioned(msg.src, msg.dst) or self.rng.random() < cfg.net_drop_probability:
+        if self.partitioned(msg.src, msg.dst) or (not self.lossless and self.rng.random() < cfg.net_drop_probability):
             self.dropped += 1
             return
         if self.drop_if is not None and self.drop_if(msg):
@@ -95,8 +96,13 @@ class Network:
         dst_incarnation = self.sim.incarnation_of(msg.dst)
         label = f"deliver {msg.kind}{' resp' if msg.response else ''} {msg.src}->{msg.dst}"
         self.sim.sched.at(when, label, lambda: self._deliver(msg, dst_incarnation))
-        if idempotent and self.rng.random() < cfg.net_duplicate_probability:
+        if idempotent and not self.lossless and self.rng.random() < cfg.net_duplicate_probability:
             later = when + self.rng.randint(1, 4 * cfg.net_delay_ms_max)
+            # The link stays FIFO, duplicates included (a retransmission on the same ordered
+            # connection): what is sent later cannot overtake the copy. Otherwise a copy of a
+            # LeaderAndIsr could arrive after the StopReplica(delete) sent after it and bring
+            # the deleted replica back, which no ordered transport does.
+            self._link_free_ms[link] = later
             self.sim.sched.at(later, label + " (dup)", lambda: self._deliver(msg, dst_incarnation))
 
     def _deliver(self, msg: Message, dst_incarnation: int) -> None:

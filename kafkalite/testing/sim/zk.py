@@ -5,6 +5,14 @@ in the same step); watches are modelled by the brokers and the controller pollin
 ticks. What matters for the replication protocol is kept: conditional writes on the znode
 version, controller-epoch fencing of the controller's writes, ephemerals that vanish when
 their session expires, and a fresh czxid (the broker epoch) on every registration.
+
+Topic admin paths (issue 9) as kafkalite.zk lays them out, with Python values for data:
+- /brokers/topics/<t>: {"partitions": {p: [replicas]}, "adding": {p: [...]}, "removing": {p: [...]}}
+  (KIP-455; a partition absent from adding/removing is not moving);
+- /admin/reassign_partitions: {"partitions": {(t, p): [target replicas]}} (one at a time:
+  an admin cannot create it while it exists);
+- /admin/partitions_remove/<t>/<p> ({}) and /admin/partitions_add/<t>/<p> ({"replicas": [...]}).
+The controller's writes to them are fenced on the controller epoch, as its state writes.
 """
 
 from __future__ import annotations
@@ -61,12 +69,34 @@ def state_path(tp: tuple[str, int]) -> str:
     return f"/brokers/topics/{tp[0]}/partitions/{tp[1]}/state"
 
 
+def topic_path(topic: str) -> str:
+    return f"/brokers/topics/{topic}"
+
+
+REASSIGN = "/admin/reassign_partitions"
+ADMIN_KINDS = ("add", "remove")
+WATCHED = (REASSIGN, "/admin/partitions_add/", "/admin/partitions_remove/")
+
+
+def partition_admin_prefix(kind: str) -> str:
+    assert kind in ADMIN_KINDS
+    return f"/admin/partitions_{kind}/"
+
+
+def partition_admin_path(kind: str, tp: tuple[str, int]) -> str:
+    return f"{partition_admin_prefix(kind)}{tp[0]}/{tp[1]}"
+
+
 class ZkModel:
     def __init__(self, session_timeout_ms: int) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.nodes: dict[str, Znode] = {}
         self.sessions: dict[int, Session] = {}
         self._zxid = 0
+        self.writes = 0  # creates, sets and deletes so far (readers cache what they derive)
+        # Changes under each watched admin path, as a watch would see them (a delete and a
+        # create between two polls is still a change): path prefix -> count.
+        self.admin_changes: dict[str, int] = {prefix: 0 for prefix in WATCHED}
         self._next_sid = 1
         self.create(CONTROLLER_EPOCH, {"epoch": 0})
 
@@ -103,6 +133,7 @@ class ZkModel:
         session.alive = False
         for path in sorted(p for p, n in self.nodes.items() if n.owner == sid):
             del self.nodes[path]
+            self.writes += 1
         del self.sessions[sid]
 
     def close_session(self, sid: int) -> None:
@@ -120,6 +151,7 @@ class ZkModel:
         if path in self.nodes:
             raise NodeExistsError(path)
         self._zxid += 1
+        self._changed(path)
         node = Znode(data, 0, self._zxid, ephemeral_sid, self._zxid)
         self.nodes[path] = node
         return node
@@ -132,13 +164,21 @@ class ZkModel:
         if node is None or node.version != version:
             raise BadVersionError(f"{path}: expected version {version}")
         self._zxid += 1
+        self._changed(path)
         node.data = data
         node.version += 1
         node.mzxid = self._zxid
         return node.version
 
     def delete(self, path: str) -> None:
-        self.nodes.pop(path, None)
+        if self.nodes.pop(path, None) is not None:
+            self._changed(path)
+
+    def _changed(self, path: str) -> None:
+        self.writes += 1
+        for prefix in WATCHED:
+            if path.startswith(prefix):
+                self.admin_changes[prefix] += 1
 
     # ------------------------------------------------------- kafkalite helpers
 
@@ -173,6 +213,76 @@ class ZkModel:
     ) -> int:
         """The controller's conditional write, fenced on the controller epoch (a multi
         of check(/controller_epoch, v) + set(state, expected_version))."""
+        self._fence(controller_epoch_version)
+        return self.set(state_path(tp), dict(data), expected_version)
+
+    def _fence(self, controller_epoch_version: int) -> None:
         if self.nodes[CONTROLLER_EPOCH].version != controller_epoch_version:
             raise ControllerMovedError("controller epoch moved")
-        return self.set(state_path(tp), dict(data), expected_version)
+
+    # ------------------------------------------------------- topic admin paths
+
+    def topics(self) -> list[str]:
+        prefix = "/brokers/topics/"
+        return sorted(p[len(prefix):] for p in self.nodes if p.startswith(prefix) and "/" not in p[len(prefix):])
+
+    def assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
+        """partition -> replicas (AR+RAR while moving) of the topic znode; {} if none."""
+        node = self.nodes.get(topic_path(topic))
+        return {} if node is None else {p: tuple(r) for p, r in sorted(node.data["partitions"].items())}
+
+    def moving(self, topic: str) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """partition -> (adding, removing) for the partitions being moved."""
+        node = self.nodes.get(topic_path(topic))
+        if node is None:
+            return {}
+        adding, removing = node.data["adding"], node.data["removing"]
+        return {p: (tuple(adding.get(p, ())), tuple(removing.get(p, ()))) for p in sorted(set(adding) | set(removing))}
+
+    def write_topic(self, topic: str, data: dict[str, Any], controller_epoch_version: int) -> int:
+        """The controller's set of /brokers/topics/<t> (any version), fenced on the controller
+        epoch (kafkalite.zk.client write_topic_assignment)."""
+        self._fence(controller_epoch_version)
+        path = topic_path(topic)
+        node = self.nodes.get(path)
+        if node is None:
+            return self.create(path, data).version
+        return self.set(path, data, node.version)
+
+    def reassignment(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        node = self.nodes.get(REASSIGN)
+        return None if node is None else {tp: tuple(r) for tp, r in sorted(node.data["partitions"].items())}
+
+    def remove_reassignment_entries(self, tps: tuple[tuple[str, int], ...], controller_epoch_version: int) -> None:
+        """The controller takes finished (or refused) entries out; the znode goes with the
+        last one; nothing to do when it is gone (cancelled)."""
+        self._fence(controller_epoch_version)
+        node = self.nodes.get(REASSIGN)
+        if node is None:
+            return
+        left = {tp: r for tp, r in node.data["partitions"].items() if tp not in tps}
+        if len(left) == len(node.data["partitions"]):
+            return
+        if left:
+            self.set(REASSIGN, {"partitions": left}, node.version)
+        else:
+            self.delete(REASSIGN)
+
+    def delete_partitions(self, tps: tuple[tuple[str, int], ...], controller_epoch_version: int) -> None:
+        self._fence(controller_epoch_version)
+        for tp in tps:
+            self.delete(state_path(tp))
+
+    def partition_admin_requests(self, kind: str) -> dict[tuple[str, int], tuple[int, ...]]:
+        """/admin/partitions_<kind>/<t>/<p> -> replicas (empty for removals)."""
+        prefix = partition_admin_prefix(kind)
+        out = {}
+        for path, node in sorted(self.nodes.items()):
+            if path.startswith(prefix):
+                t, p = path[len(prefix):].rsplit("/", 1)
+                out[(t, int(p))] = tuple(node.data.get("replicas", ()))
+        return out
+
+    def delete_partition_admin_requests(self, kind: str, tps: tuple[tuple[str, int], ...]) -> None:
+        for tp in tps:
+            self.delete(partition_admin_path(kind, tp))

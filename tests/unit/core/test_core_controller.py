@@ -151,6 +151,46 @@ def test_a_bounced_broker_is_handled_as_failed_then_started():
     assert all(lai.broker_epoch == 99 for lai in run.to(1, LeaderAndIsr))
 
 
+def test_a_broker_that_registers_again_is_told_everything_it_replicates_with_init():
+    """Found by the simulator (issue 9, seed 5 of the sweep with admin actions): a broker
+    whose session expired without a restart (a long pause) is not registered while a
+    partition is removed or moved away from it, so no StopReplica(delete) reaches it, and
+    it does not restart, so seed E's start-up check does not run either. Told what it
+    replicates with `init` when it registers again, it drops what it no longer has."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    run = drive(ctrl, zk, core.PartitionsRemoveRequested((T1,)))
+    assert run.to(1, StopReplica) == []  # not registered: nobody to send it to
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 99})))
+    lai = run.to(1, LeaderAndIsr)[0]
+    assert lai.init and lai.broker_epoch == 99  # its replica of T1 goes (ReplicaManager: not listed)
+    assert {p.topic_partition for p in lai.partitions} == {T0}
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 100})))  # bounced: the same
+    assert run.to(1, LeaderAndIsr)[0].init
+
+
+def test_a_bounced_broker_out_of_the_isr_gets_its_leaders_a_new_epoch_so_a_stale_expansion_is_refused():
+    """Found by the simulator (issue 9, sweep seed 4655): the leader of T0 saw broker 3
+    catch up and proposed it for the ISR; broker 3 then crashed (losing its unflushed
+    log), restarted and registered again before the controller got to the proposal. The
+    controller handled the bounce first (3 was not in the ISR: nothing changed) and then
+    added 3, with an empty log, on the strength of what its previous incarnation had
+    fetched (KIP-903's case). The bounce now bumps the leader epoch of every partition the
+    broker replicates outside the ISR: the leader forgets the old incarnation's progress
+    and the stale proposal, built at the old leader epoch, is refused."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 1), 0, 1)})
+    stale = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={3: 99})))
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2), 1, 2)  # same leader and ISR, a new epoch
+    assert zk.nodes[T1].leader_epoch == 1
+    assert any(p.topic_partition == T0 and p.leader_epoch == 1 for lai in run.to(1, LeaderAndIsr) for p in lai.partitions)
+    run = drive(ctrl, zk, core.AlterIsrRequested(stale, "reply"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH  # built at epoch 0
+    assert zk.nodes[T0].isr == (1, 2)
+
+
 def test_a_stale_version_is_decided_again_from_what_is_there():
     """Issue 8: the old shell re-wrote its first decision on the fresh version; the core
     decides again. Here someone else already moved T0's leadership to 3: with 1 dead,
@@ -185,6 +225,28 @@ def test_alter_isr_on_a_moved_znode_answers_invalid_update_version_and_writes_no
     (r,) = run.answers[0].response.partitions
     assert r.error == ErrorCode.INVALID_UPDATE_VERSION and r.partition_epoch == 1
     assert zk.writes == []
+
+
+def test_an_expansion_refused_for_a_dead_broker_fences_the_proposal_so_no_copy_of_it_commits_later():
+    """Found by the simulator (issue 9, sweep seed 7804): the leader proposed adding
+    broker 3, which was fetching but had lost its registration; the controller (slow,
+    waiting for StopReplica answers) refused it, and the leader fell back to its committed
+    ISR. Broker 3 registered again, and another copy of the same proposal (a retry after a
+    timeout, or a duplicate) was accepted: ZooKeeper's ISR had broker 3, the leader's did
+    not, and it acknowledged records broker 3 lacked. The refusal now gives the leader a
+    new epoch, so every other copy of the proposal is fenced."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 1), 0, 1)})
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2)))
+    proposal = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(proposal, "first"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.INVALID_REQUEST
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2), 1, 2)  # same leader and ISR, a new epoch
+    assert any(p.topic_partition == T0 and p.leader_epoch == 1 for lai in run.to(1, LeaderAndIsr) for p in lai.partitions)
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))
+    run = drive(ctrl, zk, core.AlterIsrRequested(proposal, "again"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH
+    assert zk.nodes[T0].isr == (1, 2)
 
 
 def test_alter_isr_from_a_stale_broker_epoch_is_refused():
@@ -241,6 +303,25 @@ def test_failover_fences_a_broker_that_restarted_unseen_before_telling_anyone():
     (t0,) = [p for p in init[0].partitions if p.topic_partition == T0]
     assert t0.leader == 2 and t0.leader_epoch == 1
     assert 1 not in zk2.nodes[T1].isr  # broker 1 (epoch 50) registered after the last write
+
+
+def test_failover_gives_a_new_leader_epoch_where_a_replica_outside_the_isr_restarted_unseen():
+    """Simulator, issue 9, sweep seed 5383: broker 1 (not in T0's ISR) crashed, restarted
+    and became the controller; the leader's stale proposal to add it, built from what its
+    previous incarnation fetched, reached the new controller. As for a bounce the
+    controller sees (seed 4655), the leader gets a new epoch and the proposal is refused."""
+    ctrl = core.Controller(1)
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(3, 1, (3, 2), 4, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+                                         dict(zk.nodes), {T0: 5, T1: 60}))
+    assert zk.nodes[T0] == PartitionState(3, 2, (3, 2), 5, 3)  # same leader and ISR, a new epoch
+    assert zk.nodes[T1] == PartitionState(2, 0, (2, 3, 1), 0, 1)  # written after broker 1 registered
+    assert any(p.topic_partition == T0 and p.leader_epoch == 2 for lai in run.to(3, LeaderAndIsr) for p in lai.partitions)
+    stale = AlterIsrRequest(3, 3, (AlterIsrProposal("t", 0, 3, 1, (3, 2, 1), 4),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(stale, "reply"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.FENCED_LEADER_EPOCH
+    assert zk.nodes[T0].isr == (3, 2)
 
 
 def test_topic_deletion_waits_for_stop_replica_answers_then_removes_the_znodes():
