@@ -23,11 +23,25 @@ class ErrorCode(IntEnum):
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
     UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
     STALE_CONTROLLER_EPOCH = 11
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
     INVALID_REPLICA_ASSIGNMENT = 39
@@ -36,10 +50,18 @@ class ErrorCode(IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    KAFKA_STORAGE_ERROR = 56
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
     OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
     # KIP-497 named it INVALID_ISR_VERSION; Kafka shipped it as INVALID_UPDATE_VERSION (95).
     INVALID_UPDATE_VERSION = 95
     INVALID_ISR_VERSION = 95  # alias, same member as INVALID_UPDATE_VERSION
@@ -114,6 +136,98 @@ class PurgatoryFullError(CoreError):
     """The purgatory is at its bound; the shell answers the request at once instead."""
 
     code = ErrorCode.REQUEST_TIMED_OUT
+
+
+# ------------------------------------------------------------------ group coordinator
+# The errors Kafka's GroupCoordinator answers (kafkalite.core.group_coordinator raises them
+# while validating a request and answers `error.code`).
+
+
+class CoordinatorLoadInProgressError(CoreError):
+    """The group's offsets partition is being loaded here; the client retries shortly."""
+
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+class CoordinatorNotAvailableError(CoreError):
+    """The group is being removed (Dead), or the offsets partition cannot take the write."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class NotCoordinatorError(CoreError):
+    """This broker does not lead the group's `__consumer_offsets` partition (any more)."""
+
+    code = ErrorCode.NOT_COORDINATOR
+
+
+class InvalidGroupIdError(CoreError):
+    code = ErrorCode.INVALID_GROUP_ID
+
+
+class InvalidSessionTimeoutError(CoreError):
+    """session.timeout.ms outside [group.min.session.timeout.ms, group.max.session.timeout.ms]."""
+
+    code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
+class UnknownMemberIdError(CoreError):
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class IllegalGenerationError(CoreError):
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+class RebalanceInProgressError(CoreError):
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+class InconsistentGroupProtocolError(CoreError):
+    """The member's protocol type or protocols do not match the group's (or are empty)."""
+
+    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+class MemberIdRequiredError(CoreError):
+    """KIP-394: a JoinGroup v4+ without a member id gets one and must join again with it."""
+
+    code = ErrorCode.MEMBER_ID_REQUIRED
+
+
+class FencedInstanceIdError(CoreError):
+    """KIP-345: a static member (group.instance.id) with a member id that is not the current one."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
+
+
+class GroupMaxSizeReachedError(CoreError):
+    code = ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+class GroupIdNotFoundError(CoreError):
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class NonEmptyGroupError(CoreError):
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
+class GroupSubscribedToTopicError(CoreError):
+    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class OffsetMetadataTooLargeError(CoreError):
+    """Commit metadata longer than offset.metadata.max.bytes."""
+
+    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
+class OffsetsRecordError(CoreError):
+    """A `__consumer_offsets` key or value this codec cannot read (unknown version, short or
+    trailing bytes). Kafka throws IllegalStateException; a loader skips the record."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # The typed error of each code a fencing check returns (PartitionReplicaState's
