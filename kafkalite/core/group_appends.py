@@ -108,7 +108,8 @@ class Gather:
     reply_to: Any
     results: dict[str, ErrorCode]  # group id -> error, in the request's order
     waiting: set[int] = field(default_factory=set)
-    offset_delete: tuple[TP, ...] | None = None  # OffsetDelete: the partitions deleted
+    offset_delete: tuple[TP, ...] | None = None  # OffsetDelete: the partitions asked for
+    subscribed: frozenset[TP] = frozenset()  # OffsetDelete: refused, the group consumes them
 
 
 @dataclass
@@ -133,9 +134,7 @@ class PendingAppend:
 class Outbox:
     """Effects collected while one event is handled, and the appends awaiting an outcome."""
 
-    def __init__(self, pending_appends_max: int) -> None:
-        assert pending_appends_max > 0
-        self.pending_appends_max = pending_appends_max
+    def __init__(self) -> None:
         self.ready = Ready()
         self.pending: dict[int, PendingAppend] = {}
         self._next_append_id = 1
@@ -151,8 +150,9 @@ class Outbox:
         self.ready.loads.append(LoadPartition(partition, leader_epoch))
 
     def append(self, partition: int, leader_epoch: int, records: list[OffsetsRecord], what: InFlight, now_ms: int) -> int:
+        # Bounded by the requests in flight: each append answers one, or is one per group
+        # per rebalance or expiry (the listener bounds requests per connection).
         assert records, "an append without records"
-        assert len(self.pending) < self.pending_appends_max, "too many appends in flight (the driver must bound requests)"
         append_id = self._next_append_id
         self._next_append_id += 1
         self.pending[append_id] = PendingAppend(append_id, partition, what)

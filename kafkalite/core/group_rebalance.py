@@ -17,7 +17,7 @@ Two deliberate differences from Kafka, both so that every request is answered ex
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.group_appends import Outbox, StoreAssignment, StoreEmptyGroup, StoreStaticMember, group_append_error
@@ -51,24 +51,25 @@ class Rebalancing:
     group_initial_rebalance_delay_ms: int
     new_member_join_timeout_ms: int
 
-    def _arm(self, kind: str, group: Group, member: Member | None, delay_ms: int) -> Deadline:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by GroupCoordinator (absent at run time, so nothing is shadowed)
+        def _arm(self, kind: str, group: Group, member: Member | None, delay_ms: int) -> Deadline:
+            ...
 
-    def _validate(self, group_id: str, api: str) -> ErrorCode:
-        raise NotImplementedError
+        def _validate(self, group_id: str, api: str) -> ErrorCode:
+            ...
 
-    def _new_member_id(self, client_id: str, group_instance_id: str | None) -> str:
-        raise NotImplementedError
+        def _new_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+            ...
 
-    def _create_group(self, group_id: str) -> Group:
-        raise NotImplementedError
+        def _create_group(self, group_id: str) -> Group:
+            ...
 
-    def _write_group(self, group: Group, assignment: dict[str, bytes],
-                     what: StoreAssignment | StoreEmptyGroup | StoreStaticMember) -> None:
-        raise NotImplementedError
+        def _write_group(self, group: Group, assignment: dict[str, bytes],
+                         what: StoreAssignment | StoreEmptyGroup | StoreStaticMember) -> None:
+            ...
 
-    def _touch(self, group: Group) -> None:
-        raise NotImplementedError
+        def _touch(self, group: Group) -> None:
+            ...
 
     # -------------------------------------------------------------- JoinGroup
 

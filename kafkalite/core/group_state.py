@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.core.codes import IllegalTransitionError
