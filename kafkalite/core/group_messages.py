@@ -67,7 +67,7 @@ class JoinGroupRequest:
     protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's preference order
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    require_known_member_id: bool  # KIP-394: JoinGroup v4+ of a dynamic member
+    require_known_member_id: bool  # KIP-394: JoinGroup v4+ (static members are exempt)
     reply_to: Any
     client_id: str = ""
     client_host: str = ""

@@ -121,7 +121,7 @@ class Rebalancing:
         assert not group.has(new_member_id) and new_member_id not in group.pending_members, "member ids are unique"
         if group.has_static_member(req.group_instance_id):
             self._update_static_member_and_rebalance(group, new_member_id, req)
-        elif req.require_known_member_id:
+        elif req.require_known_member_id and req.group_instance_id is None:
             # KIP-394: remember the id, answer with it; the member joins again with it.
             group.pending_members[new_member_id] = self._arm("pending", group, None, req.session_timeout_ms)
             self._join_error(req.reply_to, new_member_id, E.MEMBER_ID_REQUIRED)

@@ -205,11 +205,29 @@ class Harness:
         assert resp.error is E.MEMBER_ID_REQUIRED, resp
         return resp.member_id, self.join(group, resp.member_id, require_known=True, **kw)
 
+    def settle(self, *tokens: str) -> None:
+        """Let initial rebalance delays pass until every token is answered (joins during
+        the delay extend it, KIP-134)."""
+        for _ in range(100):
+            if all(t in self.answers for t in tokens):
+                return
+            self.tick(self.gc.config.group_initial_rebalance_delay_ms)
+        raise AssertionError(f"not answered: {[t for t in tokens if t not in self.answers]}")
+
+    def settle_all(self, group: str = "g") -> None:
+        """Let the group's initial rebalance delay (however often extended) run out."""
+        for _ in range(100):
+            g = self.gc.groups.get(group)
+            if g is None or g.join is None or not g.join.initial:
+                return
+            self.tick(g.join.deadline.at_ms - self.now)
+        raise AssertionError("the initial delay never ends")
+
     def stable_group(self, n: int = 2, group: str = "g", **kw: Any) -> tuple[list[str], int]:
         """n dynamic members through the initial delay, JoinGroup, SyncGroup and the group
         record: a Stable group. Returns (member ids, generation)."""
         joins = [self.join_new(group, **kw) for _ in range(n)]
-        self.tick(self.gc.config.group_initial_rebalance_delay_ms)
+        self.settle(*(t for _, t in joins))
         responses = [self.answers[t] for _, t in joins]
         assert all(r.error is E.NONE for r in responses), responses
         generation = responses[0].generation_id
