@@ -463,7 +463,7 @@ class Rebalancing:
     def _heartbeat(self, req: HeartbeatRequest) -> None:
         error = self._validate(req.group_id, "heartbeat")
         if error is E.COORDINATOR_LOAD_IN_PROGRESS:
-            error = E.NONE  # the group is loading: answer blindly, as Kafka does
+            return self.out.answer(req.reply_to, HeartbeatResponse(E.NONE))  # the group is loading: answer blindly, as Kafka does
         if error is not E.NONE:
             return self.out.answer(req.reply_to, HeartbeatResponse(error))
         group = self.groups.get(req.group_id)
