@@ -333,7 +333,7 @@ def test_follower_rejoining_with_new_metadata_rebalances(h):
 
 
 def test_rejoin_during_completing_with_same_metadata_resends_the_generation(h):
-    (a, ta), (b, tb) = h.join_new(), h.join_new()
+    (a, _), (b, _) = h.join_new(), h.join_new()
     h.settle_all()
     again = h.join(member_id=a, require_known=True)
     resp = h.answer(again)
