@@ -139,88 +139,10 @@ class PurgatoryFullError(CoreError):
 
 
 # ------------------------------------------------------------------ group coordinator
-# The errors Kafka's GroupCoordinator answers (kafkalite.core.group_coordinator raises them
-# while validating a request and answers `error.code`).
-
-
-class CoordinatorLoadInProgressError(CoreError):
-    """The group's offsets partition is being loaded here; the client retries shortly."""
-
-    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-
-
-class CoordinatorNotAvailableError(CoreError):
-    """The group is being removed (Dead), or the offsets partition cannot take the write."""
-
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-
-class NotCoordinatorError(CoreError):
-    """This broker does not lead the group's `__consumer_offsets` partition (any more)."""
-
-    code = ErrorCode.NOT_COORDINATOR
-
-
-class InvalidGroupIdError(CoreError):
-    code = ErrorCode.INVALID_GROUP_ID
-
-
-class InvalidSessionTimeoutError(CoreError):
-    """session.timeout.ms outside [group.min.session.timeout.ms, group.max.session.timeout.ms]."""
-
-    code = ErrorCode.INVALID_SESSION_TIMEOUT
-
-
-class UnknownMemberIdError(CoreError):
-    code = ErrorCode.UNKNOWN_MEMBER_ID
-
-
-class IllegalGenerationError(CoreError):
-    code = ErrorCode.ILLEGAL_GENERATION
-
-
-class RebalanceInProgressError(CoreError):
-    code = ErrorCode.REBALANCE_IN_PROGRESS
-
-
-class InconsistentGroupProtocolError(CoreError):
-    """The member's protocol type or protocols do not match the group's (or are empty)."""
-
-    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-
-
-class MemberIdRequiredError(CoreError):
-    """KIP-394: a JoinGroup v4+ without a member id gets one and must join again with it."""
-
-    code = ErrorCode.MEMBER_ID_REQUIRED
-
-
-class FencedInstanceIdError(CoreError):
-    """KIP-345: a static member (group.instance.id) with a member id that is not the current one."""
-
-    code = ErrorCode.FENCED_INSTANCE_ID
-
-
-class GroupMaxSizeReachedError(CoreError):
-    code = ErrorCode.GROUP_MAX_SIZE_REACHED
-
-
-class GroupIdNotFoundError(CoreError):
-    code = ErrorCode.GROUP_ID_NOT_FOUND
-
-
-class NonEmptyGroupError(CoreError):
-    code = ErrorCode.NON_EMPTY_GROUP
-
-
-class GroupSubscribedToTopicError(CoreError):
-    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-
-
-class OffsetMetadataTooLargeError(CoreError):
-    """Commit metadata longer than offset.metadata.max.bytes."""
-
-    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+# The group coordinator (kafkalite.core.group_coordinator) answers with these codes as
+# values in its typed answers, since a group answer carries data with its error
+# (MEMBER_ID_REQUIRED with the new member id, an error per partition or per leaving member);
+# only a record it cannot read is an exception.
 
 
 class OffsetsRecordError(CoreError):

@@ -17,6 +17,12 @@ Driving it (etcd raft's Ready, like kafkalite.core.controller):
   flight are answered NOT_COORDINATOR, and so is everything after. Events of an older
   leader epoch than the partition's latest are ignored (racing LeaderAndIsr requests).
 
+Errors are Kafka's codes (kafkalite.core.codes.ErrorCode, the one table) carried as values
+in the typed answers, as Kafka's GroupCoordinator passes them to its callbacks: an answer
+often carries data with its error (MEMBER_ID_REQUIRED with the new member id, an error per
+partition or per leaving member). Broken invariants and illegal transitions are assertions
+and IllegalTransitionError, never answered.
+
 The class has three parts: this one (driving, timers, partitions and loading, group
 records), the membership protocol (kafkalite.core.group_rebalance) and offsets with the
 group admin APIs (kafkalite.core.group_offsets).

@@ -39,7 +39,9 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    OFFSET_DELETE = 47
 
 
 REQUEST = "request"
@@ -423,6 +425,36 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             F('protocol_type', 'string', '0+'),
         )),
     )),
+    (ApiKey.DELETE_GROUPS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('groups_names', '[]string', '0+'),
+    )),
+    (ApiKey.DELETE_GROUPS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]', '0+', fields=(
+            F('group_id', 'string', '0+'),
+            F('error_code', 'int16', '0+'),
+        )),
+    )),
+    (ApiKey.OFFSET_DELETE, REQUEST): _message(0, 0, flexible=None, fields=(
+        F('group_id', 'string', '0+'),
+        F('topics', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+            )),
+        )),
+    )),
+    (ApiKey.OFFSET_DELETE, RESPONSE): _message(0, 0, flexible=None, fields=(
+        F('error_code', 'int16', '0+'),
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    )),
     (ApiKey.API_VERSIONS, REQUEST): _message(0, 3, flexible='3+', fields=(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
@@ -625,6 +657,7 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
                               Echo("partition_indexes", "partitions",
                                    (("partition_index", SELF),))),
     ApiKey.DESCRIBE_GROUPS: Echo("groups", "groups", (("group_id", SELF),)),
+    ApiKey.DELETE_GROUPS: Echo("groups_names", "results", (("group_id", SELF),)),
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",
                                   (("resource_type", "resource_type"),
                                    ("resource_name", "resource_name"))),

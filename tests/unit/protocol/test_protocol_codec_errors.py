@@ -211,3 +211,13 @@ def test_error_response_echoes_topics_and_partitions():
         15)[4:])
     assert [p["partition_index"] for p in response["topics"][0]["partitions"]] == [0, 2]
     assert response["error_code"] == 15
+
+
+def test_delete_groups_error_response_names_every_group():
+    body = {"groups_names": ["a", "b"]}
+    request = codec.encode_request(ApiKey.DELETE_GROUPS, 1, 9, None, body)
+    header, decoded = codec.decode_request(request[4:])
+    frame = codec.error_response(header, decoded, ErrorCode.NOT_COORDINATOR)
+    _, response = codec.decode_response(ApiKey.DELETE_GROUPS, 1, frame[4:])
+    assert response["results"] == [{"group_id": "a", "error_code": ErrorCode.NOT_COORDINATOR},
+                                   {"group_id": "b", "error_code": ErrorCode.NOT_COORDINATOR}]

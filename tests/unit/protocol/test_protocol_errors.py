@@ -57,3 +57,12 @@ def test_unmapped_and_foreign_codes_stay_typed():
     assert error.code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert error_from_code(12345).code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert code_for_error(ValueError()) == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_the_cores_codes_are_the_protocols_numbers():
+    """The core keeps its own subset of Kafka's table (it may not import the protocol
+    layer); every name there must carry the protocol's number."""
+    from kafkalite.core.codes import ErrorCode as CoreErrorCode
+
+    for code in CoreErrorCode:
+        assert int(ErrorCode[code.name]) == int(code), code.name
