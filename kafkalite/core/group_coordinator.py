@@ -71,7 +71,7 @@ from kafkalite.core.group_messages import (
 )
 from kafkalite.core.group_offsets import OffsetManagement
 from kafkalite.core.group_rebalance import Rebalancing
-from kafkalite.core.group_state import CommittedOffset, Deadline, Group, GroupState, Member
+from kafkalite.core.group_state import CommittedOffset, Deadline, Group, GroupState, Member, Timer
 from kafkalite.core.offsets_records import (
     NO_TIMESTAMP,
     GroupMetadataKey,
@@ -87,8 +87,8 @@ S = GroupState
 E = ErrorCode
 TP = tuple[str, int]
 
-# Kafka's isValidGroupId: these APIs accept the empty group id (old clients commit with it).
-EMPTY_GROUP_ID_ALLOWED = frozenset({"commit", "fetch", "describe", "delete"})
+TIMERS_COMPACT_AT_MIN = 1024  # heap entries before stale ones are worth sweeping
+
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class _Partition:
 class _Timer:
     at_ms: int
     seq: int
-    kind: str = field(compare=False)
+    kind: Timer = field(compare=False)
     group: Group | None = field(compare=False)
     member: Member | None = field(compare=False)
     deadline: Deadline = field(compare=False)
@@ -164,6 +164,7 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
         self.partitions: dict[int, _Partition] = {}  # the partitions we lead (loading or loaded)
         self.epochs: dict[int, int] = {}  # latest leader epoch seen per partition, led or not
         self._timers: list[_Timer] = []
+        self._timers_live = 0  # entries current at the last compaction
         self._timer_seq = 0
         self._retention: Deadline | None = None
         self._touched: dict[int, Group] = {}
@@ -229,7 +230,7 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
         assert now_ms >= self.now_ms, f"time went back: {now_ms} < {self.now_ms}"
         self.now_ms = now_ms
         if self._retention is None:
-            self._retention = self._arm("retention", None, None, self.config.offsets_retention_check_interval_ms)
+            self._retention = self._arm(Timer.RETENTION, None, None, self.config.offsets_retention_check_interval_ms)
 
     def _flush(self) -> Ready:
         self._check_invariants()
@@ -240,56 +241,69 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
 
     # -------------------------------------------------------------- timers
 
-    def _arm(self, kind: str, group: Group | None, member: Member | None, delay_ms: int) -> Deadline:
+    def _arm(self, kind: Timer, group: Group | None, member: Member | None, delay_ms: int) -> Deadline:
+        """A new deadline; the caller stores it on its holder (re-arming replaces the old one,
+        whose heap entry goes stale and is dropped when it surfaces or at compaction)."""
         assert delay_ms >= 0
+        if len(self._timers) >= TIMERS_COMPACT_AT_MIN and len(self._timers) >= 2 * self._timers_live:
+            self._compact_timers()
         deadline = Deadline(self.now_ms + delay_ms)
         self._timer_seq += 1
         heapq.heappush(self._timers, _Timer(deadline.at_ms, self._timer_seq, kind, group, member, deadline))
         return deadline
 
+    def _compact_timers(self) -> None:
+        """Every heartbeat re-arms a session deadline: without this, stale entries would pile
+        up for a whole session timeout. Keeps the heap within about twice the live ones."""
+        self._timers = [t for t in self._timers if self._is_current(t)]
+        heapq.heapify(self._timers)
+        self._timers_live = len(self._timers)
+
     def _is_current(self, t: _Timer) -> bool:
         """Does the timer's holder still hold this very deadline?"""
-        if t.kind == "retention":
+        if t.kind is Timer.RETENTION:
             return self._retention is t.deadline
         group = t.group
         assert group is not None
         if self.groups.get(group.group_id) is not group:
             return False
-        if t.kind == "heartbeat":
+        if t.kind is Timer.HEARTBEAT:
             member = t.member
             assert member is not None
             return group.members.get(member.member_id) is member and member.heartbeat is t.deadline
-        if t.kind == "pending":
+        if t.kind is Timer.PENDING_MEMBER:
             return any(d is t.deadline for d in group.pending_members.values())
-        if t.kind == "join":
+        if t.kind is Timer.JOIN:
             return group.join is not None and group.join.deadline is t.deadline
-        assert t.kind == "sync", t.kind
+        assert t.kind is Timer.SYNC, t.kind
         return group.sync is not None and group.sync.deadline is t.deadline
 
     def _fire(self, t: _Timer) -> None:
-        if t.kind == "retention":
-            self._retention = self._arm("retention", None, None, self.config.offsets_retention_check_interval_ms)
+        if t.kind is Timer.RETENTION:
+            self._retention = self._arm(Timer.RETENTION, None, None, self.config.offsets_retention_check_interval_ms)
             self._expire_offsets()
             return
         group = t.group
         assert group is not None
         self._touch(group)
-        if t.kind == "heartbeat":
+        if t.kind is Timer.HEARTBEAT:
             assert t.member is not None
             self._on_heartbeat_deadline(group, t.member)
-        elif t.kind == "pending":
+        elif t.kind is Timer.PENDING_MEMBER:
             member_id = next(m for m, d in group.pending_members.items() if d is t.deadline)
             self._on_pending_member_deadline(group, member_id)
-        elif t.kind == "join":
+        elif t.kind is Timer.JOIN:
             self._on_join_deadline(group)
         else:
             self._on_sync_deadline(group)
 
     # -------------------------------------------------------------- ownership
 
-    def _validate(self, group_id: str, api: str) -> ErrorCode:
-        """Kafka's validateGroupStatus: a legal group id, led here, and loaded."""
-        if group_id == "" and api not in EMPTY_GROUP_ID_ALLOWED:
+    def _validate(self, group_id: str, *, empty_id_allowed: bool = False) -> ErrorCode:
+        """Kafka's validateGroupStatus: a legal group id, led here, and loaded. OffsetCommit,
+        OffsetFetch, DescribeGroups and DeleteGroups allow the empty group id (old clients
+        commit with it), the rest do not (isValidGroupId)."""
+        if group_id == "" and not empty_id_allowed:
             return E.INVALID_GROUP_ID
         partition = self.partitions.get(self.partition_for(group_id))
         if partition is None:
@@ -486,7 +500,7 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
     def _describe_groups(self, req: DescribeGroupsRequest) -> None:
         described = []
         for group_id in req.group_ids:
-            error = self._validate(group_id, "describe")
+            error = self._validate(group_id, empty_id_allowed=True)
             group = self.groups.get(group_id)
             if error is not E.NONE:
                 described.append(DescribedGroup(group_id, error, ""))

@@ -29,7 +29,7 @@ from kafkalite.core.group_messages import (
     OffsetFetchResponse,
     PartitionResult,
 )
-from kafkalite.core.group_state import CommittedOffset, Deadline, Group, GroupState, Member
+from kafkalite.core.group_state import CommittedOffset, Deadline, Group, GroupState, Member, Timer
 from kafkalite.core.offsets_records import NO_TIMESTAMP, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, OffsetsRecord
 
 S = GroupState
@@ -46,10 +46,10 @@ class OffsetManagement:
     offset_metadata_max_bytes: int
 
     if TYPE_CHECKING:  # provided by GroupCoordinator (absent at run time, so nothing is shadowed)
-        def _arm(self, kind: str, group: Group | None, member: Member | None, delay_ms: int) -> Deadline:
+        def _arm(self, kind: Timer, group: Group | None, member: Member | None, delay_ms: int) -> Deadline:
             ...
 
-        def _validate(self, group_id: str, api: str) -> ErrorCode:
+        def _validate(self, group_id: str, *, empty_id_allowed: bool = False) -> ErrorCode:
             ...
 
         def _create_group(self, group_id: str) -> Group:
@@ -64,10 +64,13 @@ class OffsetManagement:
         def _touch(self, group: Group) -> None:
             ...
 
+        def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+            ...
+
     # -------------------------------------------------------------- OffsetCommit / OffsetFetch
 
     def _commit_offsets(self, req: OffsetCommitRequest) -> None:
-        error = self._validate(req.group_id, "commit")
+        error = self._validate(req.group_id, empty_id_allowed=True)
         group = self.groups.get(req.group_id)
         if error is E.NONE and group is None:
             if req.generation_id < 0:  # a consumer that uses Kafka only to store offsets
@@ -100,7 +103,7 @@ class OffsetManagement:
             return E.REBALANCE_IN_PROGRESS
         assert group.state in (S.STABLE, S.PREPARING_REBALANCE), group.state
         member = group.get(req.member_id)  # a commit is a sign of life
-        member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+        self._schedule_heartbeat(group, member)
         return E.NONE
 
     def _store_offsets(self, group: Group, req: OffsetCommitRequest) -> None:
@@ -144,7 +147,7 @@ class OffsetManagement:
     def _fetch_offsets(self, req: OffsetFetchRequest) -> None:
         """Offsets are answered whatever the group's state (it may use Kafka only to store
         them); what is in flight is not visible until committed."""
-        error = self._validate(req.group_id, "fetch")
+        error = self._validate(req.group_id, empty_id_allowed=True)
         if error is not E.NONE:
             return self.out.answer(req.reply_to, OffsetFetchResponse(error))
         group = self.groups.get(req.group_id)
@@ -175,7 +178,7 @@ class OffsetManagement:
     def _delete_groups(self, req: DeleteGroupsRequest) -> None:
         gather = Gather(req.reply_to, {})
         for group_id in dict.fromkeys(req.group_ids):
-            error = self._validate(group_id, "delete")
+            error = self._validate(group_id, empty_id_allowed=True)
             group = self.groups.get(group_id)
             if error is E.NONE and group is None:
                 error = E.GROUP_ID_NOT_FOUND
@@ -193,7 +196,7 @@ class OffsetManagement:
         self._maybe_answer(gather)
 
     def _delete_offsets(self, req: OffsetDeleteRequest) -> None:
-        error = self._validate(req.group_id, "offset_delete")
+        error = self._validate(req.group_id)
         group = self.groups.get(req.group_id)
         if error is E.NONE and group is None:
             error = E.GROUP_ID_NOT_FOUND

@@ -34,7 +34,7 @@ from kafkalite.core.group_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafkalite.core.group_state import Deadline, DelayedJoin, DelayedSync, Group, GroupState, Member
+from kafkalite.core.group_state import Deadline, DelayedJoin, DelayedSync, Group, GroupState, Member, Timer
 
 S = GroupState
 E = ErrorCode
@@ -52,10 +52,10 @@ class Rebalancing:
     new_member_join_timeout_ms: int
 
     if TYPE_CHECKING:  # provided by GroupCoordinator (absent at run time, so nothing is shadowed)
-        def _arm(self, kind: str, group: Group, member: Member | None, delay_ms: int) -> Deadline:
+        def _arm(self, kind: Timer, group: Group, member: Member | None, delay_ms: int) -> Deadline:
             ...
 
-        def _validate(self, group_id: str, api: str) -> ErrorCode:
+        def _validate(self, group_id: str, *, empty_id_allowed: bool = False) -> ErrorCode:
             ...
 
         def _new_member_id(self, client_id: str, group_instance_id: str | None) -> str:
@@ -71,10 +71,15 @@ class Rebalancing:
         def _touch(self, group: Group) -> None:
             ...
 
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration: the member showed life; it
+        must do so again within its session timeout (or `timeout_ms`)."""
+        member.heartbeat = self._arm(Timer.HEARTBEAT, group, member, member.session_timeout_ms if timeout_ms is None else timeout_ms)
+
     # -------------------------------------------------------------- JoinGroup
 
     def _join_group(self, req: JoinGroupRequest) -> None:
-        error = self._validate(req.group_id, "join")
+        error = self._validate(req.group_id)
         if error is not E.NONE:
             return self._join_error(req.reply_to, req.member_id, error)
         if not self.group_min_session_timeout_ms <= req.session_timeout_ms <= self.group_max_session_timeout_ms:
@@ -123,7 +128,7 @@ class Rebalancing:
             self._update_static_member_and_rebalance(group, new_member_id, req)
         elif req.require_known_member_id and req.group_instance_id is None:
             # KIP-394: remember the id, answer with it; the member joins again with it.
-            group.pending_members[new_member_id] = self._arm("pending", group, None, req.session_timeout_ms)
+            group.pending_members[new_member_id] = self._arm(Timer.PENDING_MEMBER, group, None, req.session_timeout_ms)
             self._join_error(req.reply_to, new_member_id, E.MEMBER_ID_REQUIRED)
         else:
             self._add_member_and_rebalance(group, new_member_id, req)
@@ -175,7 +180,7 @@ class Rebalancing:
         group.add(member, req.reply_to)
         # A new member cannot heartbeat before it has a generation, and its JoinGroup may be
         # a retry of one the client gave up on: it is removed if the rebalance takes longer.
-        member.heartbeat = self._arm("heartbeat", group, member, self.new_member_join_timeout_ms)
+        self._schedule_heartbeat(group, member, self.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinGroupRequest) -> None:
@@ -202,7 +207,7 @@ class Rebalancing:
             self.out.answer(member.awaiting_sync, SyncGroupResponse(E.FENCED_INSTANCE_ID))
             member.awaiting_sync = None
         group.replace_static_member(old_member_id, new_member_id)
-        member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+        self._schedule_heartbeat(group, member)
         old_protocols = member.protocols
         group.update_member(member, req.protocols, req.reply_to)
         if group.is_(S.STABLE):
@@ -230,7 +235,7 @@ class Rebalancing:
         if error is E.NONE:
             member.awaiting_join = None
             # Its session timer may have passed unheeded while it waited: start a new one.
-            member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+            self._schedule_heartbeat(group, member)
             self.out.answer(what.reply_to, JoinGroupResponse(
                 E.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
                 # The old leader id, so that the current leader does not assign (a Stable
@@ -241,7 +246,7 @@ class Rebalancing:
         self.out.note("warning", f"group {group.group_id}: static member {member.group_instance_id} not persisted ({error.name})")
         group.update_member(member, what.old_protocols, None)
         group.replace_static_member(member.member_id, what.old_member_id)
-        member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+        self._schedule_heartbeat(group, member)
         self.out.answer(what.reply_to, JoinGroupResponse(
             group_append_error(error), UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
             group.protocol_name, what.leader_before or ""))
@@ -260,10 +265,10 @@ class Rebalancing:
         rebalance_timeout_ms = group.rebalance_timeout_ms
         if group.is_(S.EMPTY):
             delay_ms = self.group_initial_rebalance_delay_ms
-            group.join = DelayedJoin(self._arm("join", group, None, delay_ms), initial=True, delay_ms=delay_ms,
+            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, delay_ms), initial=True, delay_ms=delay_ms,
                                      remaining_ms=max(rebalance_timeout_ms - delay_ms, 0))
         else:
-            group.join = DelayedJoin(self._arm("join", group, None, rebalance_timeout_ms), initial=False)
+            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, rebalance_timeout_ms), initial=False)
         group.transition_to(S.PREPARING_REBALANCE, self.now_ms)
         self.out.note("info", f"group {group.group_id}: preparing to rebalance, generation {group.generation_id} ({reason})")
         self._maybe_complete_join(group)
@@ -283,7 +288,7 @@ class Rebalancing:
             group.new_member_added = False
             delay_ms = min(self.group_initial_rebalance_delay_ms, join.remaining_ms)
             remaining_ms = max(join.remaining_ms - join.delay_ms, 0)
-            group.join = DelayedJoin(self._arm("join", group, None, delay_ms), initial=True, delay_ms=delay_ms, remaining_ms=remaining_ms)
+            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, delay_ms), initial=True, delay_ms=delay_ms, remaining_ms=remaining_ms)
             return
         self._complete_join(group)
 
@@ -297,7 +302,7 @@ class Rebalancing:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that did not rejoin are left: wait for them (or their
             # session timeouts) for another rebalance timeout.
-            group.join = DelayedJoin(self._arm("join", group, None, group.rebalance_timeout_ms), initial=False)
+            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, group.rebalance_timeout_ms), initial=False)
             self._maybe_complete_join(group)
             return
         group.new_member_added = False
@@ -312,10 +317,10 @@ class Rebalancing:
             if member.is_awaiting_join:
                 reply_to, member.awaiting_join = member.awaiting_join, None
                 self._answer_join(group, member, reply_to)
-            member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+            self._schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
-        group.sync = DelayedSync(self._arm("sync", group, None, group.rebalance_timeout_ms), group.generation_id)
+        group.sync = DelayedSync(self._arm(Timer.SYNC, group, None, group.rebalance_timeout_ms), group.generation_id)
 
     def _on_sync_deadline(self, group: Group) -> None:
         """DelayedSync.onExpiration: members that never sent SyncGroup for this generation
@@ -388,7 +393,7 @@ class Rebalancing:
                     error, member.assignment if ok else b"", group.protocol_type if ok else None,
                     group.protocol_name if ok else None))
                 # Its session timer may have passed unheeded while it waited: start a new one.
-                member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+                self._schedule_heartbeat(group, member)
 
     def _on_assignment_stored(self, what: StoreAssignment, error: ErrorCode) -> None:
         group = what.group
@@ -405,7 +410,7 @@ class Rebalancing:
     # -------------------------------------------------------------- SyncGroup
 
     def _sync_group(self, req: SyncGroupRequest) -> None:
-        error = self._validate(req.group_id, "sync")
+        error = self._validate(req.group_id)
         if error is E.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance in progress was lost with the old coordinator: rejoin (older
             # clients do not expect COORDINATOR_LOAD_IN_PROGRESS here).
@@ -437,7 +442,7 @@ class Rebalancing:
             group.pending_sync.discard(member.member_id)
             self._maybe_complete_sync(group)
             self.out.answer(req.reply_to, SyncGroupResponse(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
-            member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+            self._schedule_heartbeat(group, member)
 
     def _sync_error(self, group: Group, req: SyncGroupRequest) -> ErrorCode:
         if group.is_(S.DEAD):
@@ -461,7 +466,7 @@ class Rebalancing:
     # -------------------------------------------------------------- Heartbeat
 
     def _heartbeat(self, req: HeartbeatRequest) -> None:
-        error = self._validate(req.group_id, "heartbeat")
+        error = self._validate(req.group_id)
         if error is E.COORDINATOR_LOAD_IN_PROGRESS:
             return self.out.answer(req.reply_to, HeartbeatResponse(E.NONE))  # the group is loading: answer blindly, as Kafka does
         if error is not E.NONE:
@@ -482,14 +487,14 @@ class Rebalancing:
             error = E.UNKNOWN_MEMBER_ID
         else:
             member = group.get(req.member_id)
-            member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+            self._schedule_heartbeat(group, member)
             error = E.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else E.NONE
         self.out.answer(req.reply_to, HeartbeatResponse(error))
 
     # -------------------------------------------------------------- LeaveGroup
 
     def _leave_group(self, req: LeaveGroupRequest) -> None:
-        error = self._validate(req.group_id, "leave")
+        error = self._validate(req.group_id)
         if error is not E.NONE:
             return self.out.answer(req.reply_to, LeaveGroupResponse(error))
         group = self.groups.get(req.group_id)
@@ -526,7 +531,7 @@ class Rebalancing:
         assert group.state in (S.STABLE, S.EMPTY), group.state
         self._touch(group)
         for member in group.members.values():
-            member.heartbeat = self._arm("heartbeat", group, member, member.session_timeout_ms)
+            self._schedule_heartbeat(group, member)
         if group.size > self.group_max_size:
             self._prepare_rebalance(group, f"loaded over group.max.size ({self.group_max_size})")
 

@@ -48,6 +48,16 @@ GROUP_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+class Timer(enum.Enum):
+    """What a deadline is for (Kafka's delayed operations, and the periodic offset expiry)."""
+
+    HEARTBEAT = "heartbeat"  # DelayedHeartbeat: a member's session (or new-member join) timeout
+    PENDING_MEMBER = "pending member"  # DelayedHeartbeat(isPending): KIP-394 id given, JoinGroup awaited
+    JOIN = "join"  # DelayedJoin / InitialDelayedJoin
+    SYNC = "sync"  # DelayedSync
+    RETENTION = "retention"  # offsets.retention.check.interval.ms
+
+
 @dataclass(frozen=True, eq=False)
 class Deadline:
     """An armed timer. The object is the identity: a timer fires only while the holder still

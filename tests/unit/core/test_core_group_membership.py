@@ -574,3 +574,13 @@ def test_generation_grows_by_one_per_rebalance(h):
         h.sync("g", generations[-1], a, [(a, b""), (b, b"")])
         h.complete()
     assert generations == [gen, gen + 1, gen + 2, gen + 3]
+
+
+def test_heartbeats_do_not_pile_up_timers(h):
+    (a, b), gen = h.stable_group(2, session_ms=30_000)
+    for _ in range(5_000):
+        h.tick(1)
+        assert h.heartbeat("g", gen, a) is E.NONE
+        assert h.heartbeat("g", gen, b) is E.NONE
+    assert len(h.gc._timers) < 2_100  # two live session deadlines and the retention check, plus unswept stale ones
+    assert h.gc.next_deadline_ms == h.now + 30_000
