@@ -382,7 +382,9 @@ class AppendRecords:
     """Append `records` to `__consumer_offsets` partition `partition`, as its leader in
     `leader_epoch` (refuse if that is no longer so), with acks=all semantics, timestamp
     `timestamp_ms`; report AppendCompleted or AppendFailed for `append_id`, exactly once.
-    `kafkalite.core.offsets_records.encode_record` gives each record's key and value bytes."""
+    `kafkalite.core.offsets_records.encode_record` gives each record's key and value bytes.
+    Appends to one partition are written in the order the core emits them (a tombstone must
+    land after the commit it deletes); their outcomes may come back in any order."""
 
     append_id: int
     partition: int

@@ -174,7 +174,6 @@ class OffsetManagement:
         partition, epoch = self._owner_epoch(group.group_id)
         return self.out.append(partition, epoch, records, WriteTombstones(group.group_id, gather), self.now_ms)
 
-
     def _delete_groups(self, req: DeleteGroupsRequest) -> None:
         gather = Gather(req.reply_to, {})
         for group_id in dict.fromkeys(req.group_ids):
@@ -188,7 +187,7 @@ class OffsetManagement:
             if error is E.NONE:
                 assert group is not None
                 group.transition_to(S.DEAD, self.now_ms)
-                removed = list(group.remove_offsets(list(group.offsets)))
+                removed = group.remove_offsets([*group.offsets, *group.pending_offset_commits])
                 self._remove_group(group)
                 append_id = self._write_tombstones(group, removed, True, gather)
                 if append_id is not None:
@@ -214,7 +213,7 @@ class OffsetManagement:
         gather = Gather(req.reply_to, {req.group_id: E.NONE}, offset_delete=tuple(req.partitions),
                         subscribed=frozenset(subscribed))
         if eligible:
-            removed = list(group.remove_offsets(eligible))
+            removed = group.remove_offsets(eligible)
             dead = self._maybe_drop_empty_group(group)
             append_id = self._write_tombstones(group, removed, dead, gather)
             if append_id is not None:
@@ -266,6 +265,6 @@ class OffsetManagement:
     def _partitions_deleted(self, partitions: tuple[TP, ...]) -> None:
         for group in list(self.groups.values()):
             self._touch(group)
-            removed = list(group.remove_offsets(list(partitions)))
+            removed = group.remove_offsets(list(partitions))
             dead = self._maybe_drop_empty_group(group)
             self._write_tombstones(group, removed, dead, None)

@@ -379,12 +379,15 @@ class Group:
         elif count == 1:
             del self.pending_offset_commits[tp]
 
-    def remove_offsets(self, partitions: list[TP]) -> dict[TP, CommittedOffset]:
-        removed = {}
-        for tp in partitions:
-            self.pending_offset_commits.pop(tp, None)
-            if tp in self.offsets:
-                removed[tp] = self.offsets.pop(tp)
+    def remove_offsets(self, partitions: list[TP]) -> list[TP]:
+        """Forget these offsets, and commits of them in flight (whose outcome then changes
+        nothing). Returns those that need a tombstone: committed, or possibly about to be
+        (a commit in flight is in the log before a tombstone appended after it)."""
+        removed = []
+        for tp in dict.fromkeys(partitions):
+            in_flight = self.pending_offset_commits.pop(tp, None) is not None
+            if self.offsets.pop(tp, None) is not None or in_flight:
+                removed.append(tp)
         return removed
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TP, CommittedOffset]:

@@ -481,3 +481,18 @@ def test_subscription_change_is_seen_by_offset_expiry_after_a_rebalance():
     h.complete()
     h.tick(DAY_MS + 60_000)
     assert h.offsets("g") == {}  # "t" is no longer subscribed
+
+
+def test_deleting_a_group_with_a_commit_in_flight_tombstones_that_offset_too(h):
+    h.commit("s", -1, "", {T0: 1})
+    h.complete()
+    c = h.commit("s", -1, "", {T1: 2})  # in flight
+    t = h.delete_groups("s")
+    h.complete()  # the commit lands, then the tombstones after it
+    assert h.answer(c).partitions[0].error is E.NONE
+    assert h.answer(t).results == (("s", E.NONE),)
+    assert h.state("s") is None
+    h2 = Harness()
+    h2.log = h.log
+    h2.lead()
+    assert h2.state("s") is None  # nothing of it comes back on the next leader
