@@ -172,7 +172,11 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
     # -------------------------------------------------------------- driving
 
     def handle(self, event: GroupEvent, now_ms: int) -> Ready:
+        """One event at `now_ms`. Deadlines at or before `now_ms` fire first, so the outcome
+        does not depend on how punctually the driver polled (a heartbeat after its session
+        ended finds the member gone)."""
         self._advance(now_ms)
+        self._fire_due(now_ms)
         match event:
             case JoinGroupRequest():
                 self._join_group(event)
@@ -214,11 +218,14 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
     def poll(self, now_ms: int) -> Ready:
         """Fire every deadline at or before `now_ms`, earliest first."""
         self._advance(now_ms)
+        self._fire_due(now_ms)
+        return self._flush()
+
+    def _fire_due(self, now_ms: int) -> None:
         while self._timers and self._timers[0].at_ms <= now_ms:
             timer = heapq.heappop(self._timers)
             if self._is_current(timer):
                 self._fire(timer)
-        return self._flush()
 
     @property
     def next_deadline_ms(self) -> int | None:

@@ -584,3 +584,10 @@ def test_heartbeats_do_not_pile_up_timers(h):
         assert h.heartbeat("g", gen, b) is E.NONE
     assert len(h.gc._timers) < 2_100  # two live session deadlines and the retention check, plus unswept stale ones
     assert h.gc.next_deadline_ms == h.now + 30_000
+
+
+def test_a_heartbeat_after_the_session_ended_finds_the_member_gone_even_if_the_driver_polled_late(h):
+    (a,), gen = h.stable_group(1)
+    h.now += 10_001  # the driver never polled at the deadline
+    assert h.heartbeat("g", gen, a) is E.UNKNOWN_MEMBER_ID
+    assert h.state() == "Empty"
