@@ -63,6 +63,12 @@ def offset_append_error(error: ErrorCode) -> ErrorCode:
     return OFFSET_APPEND_ERRORS.get(error, error)
 
 
+def tombstone_append_error(error: ErrorCode) -> ErrorCode:
+    """DeleteGroups / OffsetDelete: Kafka does not wait for these (acks=0); we do, and
+    answer like a group write, except that a timeout stays a timeout."""
+    return error if error is E.REQUEST_TIMED_OUT else group_append_error(error)
+
+
 # ------------------------------------------------------------------ in flight
 
 

@@ -6,6 +6,11 @@ GroupMetadataManager; KIP-211 offset retention; KIP-496 OffsetDelete).
 which provides what is declared at the top. A commit is visible (OffsetFetch) and answered
 only once its record is committed; until then it is "pending", which keeps its offset from
 expiring and its group from being dropped.
+
+DeleteGroups and OffsetDelete are answered once their tombstones are committed (Kafka
+appends them with acks=0 and answers at once): a deletion the client was told about does
+not come back on the next coordinator. Expiry's tombstones are not waited for; if they are
+lost, a later coordinator loads the offsets again and expires them again.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.group_appends import Gather, Outbox, StoreOffsets, WriteTombstones, offset_append_error
+from kafkalite.core.group_appends import Gather, Outbox, StoreOffsets, WriteTombstones, offset_append_error, tombstone_append_error
 from kafkalite.core.group_messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,
@@ -236,7 +241,7 @@ class OffsetManagement:
             return
         gather.waiting.discard(append_id)
         if error is not E.NONE:
-            gather.results[what.group_id] = offset_append_error(error)
+            gather.results[what.group_id] = tombstone_append_error(error)
         self._maybe_answer(gather)
 
     def _maybe_answer(self, gather: Gather) -> None:

@@ -252,12 +252,18 @@ def test_delete_groups(h):
     assert h.state("s") is None and h.state("g") == "Stable"
 
 
-def test_delete_group_failing_to_write_reports_the_error(h):
+@pytest.mark.parametrize("append_error, answered", [
+    (E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR),
+    (E.REQUEST_TIMED_OUT, E.REQUEST_TIMED_OUT),
+    (E.MESSAGE_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
+])
+def test_delete_group_failing_to_write_reports_the_error(h, append_error, answered):
     h.commit("s", -1, "", {T0: 1})
     h.complete()
     t = h.delete_groups("s")
-    h.fail(E.NOT_ENOUGH_REPLICAS)
-    assert h.answer(t).results == (("s", E.COORDINATOR_NOT_AVAILABLE),)
+    h.fail(append_error)
+    assert h.answer(t).results == (("s", answered),)
 
 
 def test_delete_of_a_group_that_had_generations_writes_its_tombstone(h):
