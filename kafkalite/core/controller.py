@@ -52,6 +52,7 @@ from kafkalite.core.messages import (
     StopReplica,
     UpdateMetadata,
 )
+from kafkalite.core.quota import FOLLOWER_RATE, LEADER_RATE
 from kafkalite.core.reassignment import Move
 from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem
 
@@ -59,7 +60,6 @@ TP = tuple[str, int]
 
 WRITE_ATTEMPTS_MAX = 5
 TOPIC_DELETION_WAIT_MS = 30_000  # StopReplica answers awaited before the znodes go
-THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 SEND_POLICY = """A request to a broker is sent, and resent after a failure or timeout, for
 as long as that broker stays registered with the same broker epoch; requests to one broker
@@ -902,7 +902,7 @@ class Controller:
         """/admin/reassign_partitions changed (or was read at failover): start what is new,
         finish what is no move (a reorder, or already there), refuse what cannot be done,
         revert moves whose entry is gone (cancelled)."""
-        self.throttle = {k: int(v) for k, v in throttle.items() if k in THROTTLE_KEYS}
+        self.throttle = {k: int(v) for k, v in throttle.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
         accepted: dict[TP, tuple[int, ...]] = {}
         dropped: list[TP] = []  # entries to take out of the znode
         starts: dict[TP, tuple[int, ...]] = {}

@@ -3,42 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 
+from kafkalite.testing.cli_runner import failed_with, ok
 from kafkalite.testing.ports import free_port
 
-CLI_TIMEOUT_S = 90
 ISR_WAIT_S = 30  # replica.lag.time.max.ms is 4000 in tests; failure detection adds a few s
-
-
-def run_cli(*args: str, boot: str | None = None, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "kafkalite.cli.main", *args]
-    if boot is not None:
-        cmd += ["--bootstrap", boot]
-    full_env = dict(os.environ)
-    full_env.pop("KAFKALITE_BOOTSTRAP", None)
-    full_env.update(env or {})
-    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=full_env)
-
-
-def ok(*args: str, **kwargs) -> str:
-    r = run_cli(*args, **kwargs)
-    assert r.returncode == 0, f"{args}: rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    return r.stdout
-
-
-def failed_with(substring: str, *args: str, code: int = 1, **kwargs) -> str:
-    """The command exits `code` with exactly one stderr line containing `substring`."""
-    r = run_cli(*args, **kwargs)
-    assert r.returncode == code, f"{args}: rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, f"{args}: expected one stderr line, got:\n{r.stderr}"
-    assert "Traceback" not in r.stderr
-    assert substring in lines[0], f"{args}: {substring!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 def describe(topic: str, boot: str) -> list[dict]:

@@ -8,43 +8,16 @@ never fetches, so the move stays in progress whatever the controller does with i
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from kafkalite.testing.cli_runner import failed_with, ok
 from kafkalite.testing.ports import free_port
 from kafkalite.testing.probes import broker_state, wait_until
 from kafkalite.zk import codec
 from kafkalite.zk.codec import BrokerRegistration
 
-CLI_TIMEOUT_S = 90
 REASSIGN_ZNODE = "/admin/reassign_partitions"
-
-
-def run_cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("KAFKALITE_BOOTSTRAP", "KAFKALITE_ZOOKEEPER")}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "kafkalite.cli.main", *args], input=stdin, capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT_S, env=full_env)
-
-
-def ok(*args: str, **kwargs) -> str:
-    r = run_cli(*args, **kwargs)
-    assert r.returncode == 0, f"{args}: rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    return r.stdout
-
-
-def failed_with(substring: str, *args: str, code: int = 1, **kwargs) -> str:
-    """The command exits `code` with exactly one stderr line containing `substring`."""
-    r = run_cli(*args, **kwargs)
-    assert r.returncode == code, f"{args}: rc {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, f"{args}: expected one stderr line, got:\n{r.stderr}"
-    assert "Traceback" not in r.stderr
-    assert substring in lines[0], f"{args}: {substring!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 @pytest.fixture

@@ -64,16 +64,25 @@ class FlakyZk:
         return True
 
 
-async def test_a_failover_that_fails_on_zookeeper_is_tried_again(monkeypatch):
-    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
-    zk = FlakyZk()
+def _started(zk) -> Controller:
     ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
     ctrl.start(zk)  # type: ignore[arg-type]
     ctrl.enqueue(Elect())
-    for _ in range(200):
-        if ctrl.active:
-            break
+    return ctrl
+
+
+async def _until(condition, tries: int = 200) -> None:
+    for _ in range(tries):
+        if condition():
+            return
         await asyncio.sleep(0.01)
+
+
+async def test_a_failover_that_fails_on_zookeeper_is_tried_again(monkeypatch):
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
     assert ctrl.active and zk.topic_reads == 2 and ctrl.core.epoch == 7
     await ctrl.close()
 
@@ -84,21 +93,13 @@ async def test_a_reassignment_event_that_fails_on_zookeeper_is_tried_again(monke
     fired already, so the reassignment waited for the next admin change or failover."""
     monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
     zk = FlakyZk()
-    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
-    ctrl.start(zk)  # type: ignore[arg-type]
-    ctrl.enqueue(Elect())
-    for _ in range(200):
-        if ctrl.active:
-            break
-        await asyncio.sleep(0.01)
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
     assert ctrl.active
     reads = zk.reassignment_reads
     zk.fail_reassignment_reads = 1
     ctrl.enqueue(ReassignmentChange())
-    for _ in range(200):
-        if zk.reassignment_reads >= reads + 2:
-            break
-        await asyncio.sleep(0.01)
+    await _until(lambda: zk.reassignment_reads >= reads + 2)
     assert zk.reassignment_reads == reads + 2  # failed once, then read again
     await ctrl.close()
 
@@ -126,12 +127,7 @@ async def test_a_failover_that_fails_on_zookeeper_after_it_became_active_tries_i
 
     zk.get_reassignment = get_reassignment  # type: ignore[method-assign]
     zk.remove_reassignment_entries = remove_reassignment_entries  # type: ignore[attr-defined]
-    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
-    ctrl.start(zk)  # type: ignore[arg-type]
-    ctrl.enqueue(Elect())
-    for _ in range(200):
-        if len(removals) >= 2:
-            break
-        await asyncio.sleep(0.01)
+    ctrl = _started(zk)
+    await _until(lambda: len(removals) >= 2)
     assert ctrl.active and removals == [(("gone", 0),), (("gone", 0),)]
     await ctrl.close()
