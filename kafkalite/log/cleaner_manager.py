@@ -62,9 +62,13 @@ class PlannedCleaning:
 
 
 class LogCleanerManager:
-    def __init__(self, logs: LogManager, config: CleanerConfig) -> None:
+    def __init__(self, logs: LogManager, config: CleanerConfig, map_entries_max: int | None = None) -> None:
+        """`map_entries_max` overrides the offset map's size the config implies (tests and
+        benchmarks use maps smaller than the config's floor)."""
         self.logs = logs
         self.config = config
+        self.map_entries_max = config.map_entries_max if map_entries_max is None else map_entries_max
+        assert self.map_entries_max >= 1
         self.in_progress: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()  # a pass failed on bad data: skipped until restart
         # Earliest delete horizon of a kept tombstone in each log's clean section (None: no
@@ -107,7 +111,7 @@ class LogCleanerManager:
             first_dirty_offset=choice.cleanable.first_dirty_offset, kind=choice.kind, now_ms=now_ms,
             segment_bytes=plog.config.segment_bytes, index_interval_bytes=plog.config.index_interval_bytes,
             max_index_entries=plog.config.max_index_entries, delete_retention_ms=plog.config.delete_retention_ms,
-            map_entries_max=self.config.map_entries_max,
+            map_entries_max=self.map_entries_max,
         )
         self.in_progress.add(tp)
         self.max_dirty_ratio = choice.cleanable.dirty_ratio
