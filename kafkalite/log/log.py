@@ -162,7 +162,9 @@ class Log:
                 if segment.size and segment.header_at(0)[H_BASE_OFFSET] < next_min:
                     truncated = segment.size  # offsets overlap the previous segment
             else:
-                if trusted or segment.base_offset in swapped_in:
+                if segment.base_offset in swapped_in:
+                    log.info("%s: swapped in by the log cleaner before a crash; rebuilding its indexes", segment.log_path)
+                elif trusted:
                     log.warning("%s: index failed its sanity check; rebuilding", segment.log_path)
                 truncated = segment.recover(next_min, on_batch)
             # A segment cut exactly at a batch boundary (or emptied) leaves a gap before the

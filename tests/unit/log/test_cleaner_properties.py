@@ -14,8 +14,8 @@ from compaction_testkit import (
     BatchSpec,
     all_records,
     append_batches,
-    open_manager,
     new_manager,
+    open_manager,
     plan,
     read_as_consumer,
     run_passes,
@@ -24,8 +24,8 @@ from compaction_testkit import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.core.producer_state import ProducerStateTable, last_sequence
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
+from kafkalite.core.producer_state import ProducerStateTable, last_sequence
 from kafkalite.log.cleaner import clean
 from kafkalite.log.log import Log
 from kafkalite.log.records import COMPRESSION_GZIP, COMPRESSION_NONE, COMPRESSION_ZSTD, Record, iter_headers
