@@ -140,7 +140,7 @@ class LogCleanerDriver:
         self.metrics.cleaner_pass("swapped" if swapped else "discarded", elapsed, result.stats)
         if swapped:
             stats = result.stats
-            log.info("log cleaner: %s-%d %s pass (dirty ratio %.2f) in %.2f s: read %.1f MB, wrote %.1f MB, %d of %d records kept, "
+            log.info("log cleaner: %s-%d %s pass (dirty ratio %.2f) in %.2f s: read %.2f MB, wrote %.2f MB, %d of %d records kept, "
                      "%d segments became %d, first dirty offset %d", *tp, planned.job.kind.value, planned.dirty_ratio, elapsed,
                      stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.records_kept, stats.records_read,
                      stats.segments_replaced, stats.segments_written, planned.log.first_dirty_offset)

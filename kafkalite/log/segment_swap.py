@@ -32,12 +32,15 @@ File operations go through `FileOps` so tests can crash between any two of them.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 
 from kafkalite.log import checkpoint
 from kafkalite.log.records import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, HEADER_STRUCT, LOG_OVERHEAD
 from kafkalite.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
+
+log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -146,6 +149,9 @@ def recover(dir_path: str, fs: FileOps = REAL_FILE_OPS) -> set[int]:
             fs.remove(os.path.join(dir_path, name))  # a replaced segment, or an index of the swapped base
     for base in swapped:
         fs.rename(_path(dir_path, base, LOG_SUFFIX, SWAP_SUFFIX), _path(dir_path, base, LOG_SUFFIX))
-    if parsed and any(state for _, (_, _, state) in parsed):
+    leftovers = [name for name, (_, _, state) in parsed if state]
+    if leftovers:
         fs.fsync_dir(dir_path)
+        log.info("%s: finished a log cleaner swap a crash interrupted: %d files of it found; cleaned segments swapped in: %s",
+                 dir_path, len(leftovers), sorted(swapped) or "none (the old segments stay)")
     return set(swapped)
