@@ -4,6 +4,9 @@ its worker processes), written and read with confluent-kafka (librdkafka).
 - a compacted topic with small segments and many updates of 1,000 keys ends with exactly
   the latest value of each key, at the offset the producer was told; tombstones delete
   their keys and are gone after delete.retention.ms; Produce refuses a record without a key;
+- a follower copying a compacted leader's log from scratch (offsets missing before, inside
+  and between batches) catches up, rejoins the ISR and, once leader, serves the same
+  latest values to consumers and keeps the idempotent producer's state;
 - kill -9 of the broker while it cleans (again and again, under an idempotent producer that
   keeps writing across the restarts) leaves a log that opens, reads and ends compacted to
   the latest value per key.
@@ -23,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkalite.testing.probes import metrics_text, wait_until
+from kafkalite.testing.probes import metrics_text, partition_view, wait_fully_replicated, wait_until
 
 KEYS = 1000
 RECORDS = int(os.environ.get("COMPACTION_RECORDS", "1000000"))
@@ -35,9 +38,11 @@ TOPIC_CONFIG = {
 BROKER = {"log.cleaner.backoff.ms": 200, "log.retention.check.interval.ms": 500, "replica.high.watermark.checkpoint.interval.ms": 500}
 
 
-def create_topic(boot: str, topic: str, config: dict[str, str]) -> None:
+def create_topic(boot: str, topic: str, config: dict[str, str], replicas: list[int] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": boot})
-    for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=config)]).values():
+    new = NewTopic(topic, num_partitions=1, replication_factor=1, config=config) if replicas is None else \
+        NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[replicas], config=config)
+    for future in admin.create_topics([new]).values():
         future.result(timeout=30)
 
 
@@ -200,3 +205,31 @@ def test_kill_9_during_cleaning_leaves_a_correct_log_after_restart(cluster_facto
     wait_until(lambda: is_compacted(boot, "crashy", writer.expected()), 300, "the topic compacted after the restarts", interval_s=1)
     cluster.stop_broker(1)
     assert not [n for n in os.listdir(data) if n.endswith((".cleaned", ".swap", ".deleted"))]
+
+
+def test_a_follower_copies_a_compacted_log_and_leads_it(cluster_factory):
+    records = max(RECORDS // 10, 20_000)
+    cluster = cluster_factory(2, overrides=BROKER)
+    boot = cluster.status()["bootstrap"]
+    create_topic(boot, "shared", {**TOPIC_CONFIG, "segment.bytes": str(256 << 10)}, replicas=[1, 2])
+    wait_fully_replicated(cluster, "shared", 1)
+    writer = KeyedWriter(boot, "shared")
+    writer.write(0, records)
+    wait_until(lambda: is_compacted(boot, "shared", writer.expected()), 300, "the leader's log compacted", interval_s=1)
+
+    # Broker 2 loses its copy and fetches the compacted log from broker 1 from offset 0.
+    cluster.stop_broker(2)
+    data = os.path.join(cluster.broker(2)["log_dirs"][0], "shared-0")
+    for name in os.listdir(data):
+        os.remove(os.path.join(data, name))
+    os.rmdir(data)
+    cluster.start(2)
+    wait_fully_replicated(cluster, "shared", 1, timeout_s=120)
+    writer.write(records, 2_000)
+
+    # Broker 2 leads: consumers read the latest value of every key from its copy, and the
+    # idempotent producer goes on (its state rebuilt from the compacted log's headers).
+    cluster.kill(1)
+    wait_until(lambda: (partition_view(cluster, "shared", 0) or {}).get("leader") == 2, 60, "broker 2 leading")
+    writer.write(records + 2_000, 2_000)
+    wait_until(lambda: is_compacted(boot, "shared", writer.expected()), 300, "the new leader's copy compacted", interval_s=1)
