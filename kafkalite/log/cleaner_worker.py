@@ -6,6 +6,8 @@ Reads one pickled (CleanJob, io bytes/s) from stdin, runs the pass
 an OSError. The broker runs each pass in a fresh process so the pass's CPU work (decoding
 and re-encoding records) never holds the broker's GIL: produce and fetch latency stay as
 they are while it runs, and its memory (the offset map) is returned to the system after.
+It runs at a lower CPU priority (nice 10) than the broker, so on a busy machine the
+broker's event loop is served first.
 
 A worker never outlives its broker: a broker killed with -9 while a pass runs would
 otherwise leave a process writing `.cleaned` files while the restarted broker recovers the
@@ -55,9 +57,14 @@ def run(job: CleanJob, io_bytes_per_second: float, parent_pid: int) -> tuple[str
         return "error", f"{type(e).__name__}: {e}"
 
 
+WORKER_NICENESS = 10
+
+
 def main() -> None:
     parent_pid = int(sys.argv[1])
     _die_with_parent(parent_pid)
+    # Background work: when CPU is short, the broker's event loop goes first.
+    os.nice(WORKER_NICENESS)
     job, io_bytes_per_second = pickle.load(sys.stdin.buffer)
     answer = run(job, io_bytes_per_second, parent_pid)
     sys.stdout.buffer.write(pickle.dumps(answer))
