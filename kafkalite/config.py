@@ -105,7 +105,7 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("log.cleaner.threads", "int", 1, "cleaning passes at once, each in its own worker process", _positive, "> 0"),
     Setting("log.cleaner.dedupe.buffer.size", "int", 128 * 1024 * 1024, "memory of the cleaners' offset maps, shared by the threads",
             lambda v: v >= DEDUPE_BUFFER_BYTES_MIN, f">= {DEDUPE_BUFFER_BYTES_MIN} per cleaner thread"),
-    Setting("log.cleaner.io.max.bytes.per.second", "float", 1.7976931348623157e308, "cleaner read+write rate limit per thread (default: none)",
+    Setting("log.cleaner.io.max.bytes.per.second", "float", 1.7976931348623157e308, "cleaner read+write rate limit, shared by the threads (default: none)",
             lambda v: v > 0, "> 0"),
     Setting("log.cleaner.backoff.ms", "int", 15000, "cleaner sleep when no log needs cleaning", _non_negative, ">= 0"),
     Setting("log.cleaner.delete.retention.ms", "int", 24 * 3600 * 1000, "broker default of delete.retention.ms", _non_negative, ">= 0"),

@@ -36,7 +36,7 @@ class CleanerConfig:
     enable: bool = True  # log.cleaner.enable
     threads: int = 1  # log.cleaner.threads: passes running at once, each in its own worker process
     dedupe_buffer_bytes: int = 128 * MIB  # log.cleaner.dedupe.buffer.size, shared by the threads
-    io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second, per thread
+    io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second, shared by the threads
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms: sleep when nothing needs cleaning
 
     def __post_init__(self) -> None:
