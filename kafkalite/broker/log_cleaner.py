@@ -40,7 +40,12 @@ TopicPartition = tuple[str, int]
 
 
 class CleanerWorkerError(Exception):
-    """A worker process failed without an answer (killed, crashed) or with an OSError."""
+    """A worker process answered with an OSError (a segment deleted under it, a full disk)."""
+
+
+class CleanerWorkerCrash(CleanerWorkerError):
+    """A worker process ended without an answer: a bug (its traceback is in the broker's
+    log, which the worker shares) or a kill (the OOM killer)."""
 
 
 class SubprocessRunner:
@@ -65,7 +70,7 @@ class SubprocessRunner:
         finally:
             self._procs.discard(proc)
         if proc.returncode != 0 or not out:
-            raise CleanerWorkerError(f"cleaner worker exited with status {proc.returncode}")
+            raise CleanerWorkerCrash(f"cleaner worker exited with status {proc.returncode}")
         kind, payload = pickle.loads(out)
         if kind == "ok":
             assert isinstance(payload, CleanResult)
@@ -116,8 +121,10 @@ class LogCleanerDriver:
         self.busy += 1
         try:
             result = await self.runner.run(planned.job, io_rate)
-        except CorruptRecordError as e:
-            log.error("log cleaner: %s-%d has bad data and will not be cleaned until restart: %s", *tp, e)
+        except (CorruptRecordError, CleanerWorkerCrash) as e:
+            # Retrying would fail the same way, again and again: skip the log until restart
+            # (kafkalite_log_cleaner_uncleanable_partitions counts them), as Kafka does.
+            log.error("log cleaner: %s-%d will not be cleaned until restart: %s", *tp, e)
             self.manager.abort(planned, uncleanable=True)
             self.metrics.cleaner_pass("failed", time.monotonic() - started)
             return False
@@ -144,7 +151,10 @@ class LogCleanerDriver:
                      "%d segments became %d, first dirty offset %d", *tp, planned.job.kind.value, planned.dirty_ratio, elapsed,
                      stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.records_kept, stats.records_read,
                      stats.segments_replaced, stats.segments_written, planned.log.first_dirty_offset)
-            await self.write_checkpoints()
+            try:
+                await self.write_checkpoints()
+            except OSError as e:  # a stale checkpoint only makes the next start redo work
+                log.warning("log cleaner: writing cleaner-offset-checkpoint failed: %s", e)
         return True
 
     async def close(self) -> None:

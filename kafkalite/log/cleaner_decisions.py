@@ -204,6 +204,8 @@ def batch_action(*, record_count: int, kept: int, is_control: bool, horizon_chan
     assert 0 <= kept <= record_count
     if is_control:
         return BatchAction.COPY
+    if record_count == 0:  # an empty header an earlier pass kept: kept again only if still needed
+        return BatchAction.COPY if keep_header else BatchAction.DROP
     if kept == record_count and not horizon_changes:
         return BatchAction.COPY
     if kept > 0:

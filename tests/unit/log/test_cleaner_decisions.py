@@ -143,7 +143,9 @@ def test_batch_actions():
     assert batch_action(record_count=3, kept=1, is_control=False, horizon_changes=False, keep_header=False) is BatchAction.REWRITE
     assert batch_action(record_count=3, kept=0, is_control=False, horizon_changes=False, keep_header=False) is BatchAction.DROP
     assert batch_action(record_count=3, kept=0, is_control=False, horizon_changes=False, keep_header=True) is BatchAction.EMPTY
-    assert batch_action(record_count=0, kept=0, is_control=False, horizon_changes=False, keep_header=False) is BatchAction.COPY
+    # An empty header kept by an earlier pass stays only while it is still needed.
+    assert batch_action(record_count=0, kept=0, is_control=False, horizon_changes=False, keep_header=True) is BatchAction.COPY
+    assert batch_action(record_count=0, kept=0, is_control=False, horizon_changes=False, keep_header=False) is BatchAction.DROP
     assert batch_action(record_count=2, kept=0, is_control=True, horizon_changes=False, keep_header=False) is BatchAction.COPY
 
 

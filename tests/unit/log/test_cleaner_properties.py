@@ -96,6 +96,9 @@ def test_cleaning_keeps_the_latest_record_per_key_and_offsets(batches, map_entri
         assert {(h.base_offset, h.last_offset) for h in plog.iter_batch_headers()} <= batch_spans_before
         for earlier, later in zip(plog.segments, plog.segments[1:]):
             assert earlier.next_offset == later.base_offset
+        # Empty headers stay only where needed: a segment's last batch, a producer's last.
+        empty = [h for h in plog.iter_batch_headers() if h.record_count == 0]
+        assert len(empty) <= len(plog.segments) + len(written)
         # The offset map's bound: never more keys than it holds, so more passes when the
         # dirty section has more keys.
         assert all(r.stats.map_entries <= map_entries_max for r in results)
@@ -171,6 +174,8 @@ def test_the_dirty_section_is_mapped_only_from_the_first_dirty_offset(tmp_path):
     results = run_passes(manager, plog, 60_000)
     # Only the dirty section's keys are mapped: k1, and those of the old active segment.
     assert results[0].stats.map_entries == len({r.key for r in dirty}) < 5
+    # Segments merged; the empty headers that ended the old ones went with them.
+    assert len([h for h in plog.iter_batch_headers() if h.record_count == 0]) <= len(plog.segments)
     assert plog.first_dirty_offset > first_dirty
     active_base = plog.active_segment.base_offset
     latest = latest_per_key([r for r in all_records(plog) if r.offset < active_base])
