@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.core.replica_selector import BUILTIN_SELECTORS, ReplicaSelector
-from kafkalite.log.cleaner_manager import DEDUPE_BUFFER_BYTES_MIN
-from kafkalite.log.config import parse_cleanup_policy
+from kafkalite.log.config import DEDUPE_BUFFER_BYTES_MIN, parse_cleanup_policy
 
 
 class ConfigError(Exception):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kafkalite.log import cleaner_decisions, segment_swap
 from kafkalite.log.cleaner import CleanJob, CleanResult, SegmentFile
 from kafkalite.log.cleaner_decisions import HORIZON_UNKNOWN, LogView, PassKind
+from kafkalite.log.config import DEDUPE_BUFFER_BYTES_MIN
 from kafkalite.log.log import Log
 from kafkalite.log.log_manager import LogManager, TopicPartition
 from kafkalite.log.offset_map import OffsetMap
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 KIB = 1024
 MIB = 1024 * KIB
-DEDUPE_BUFFER_BYTES_MIN = 64 * KIB  # a few hundred keys per pass at the least
 
 
 @dataclass(frozen=True)

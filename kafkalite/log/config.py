@@ -7,6 +7,7 @@ from dataclasses import dataclass
 DAY_MS = 24 * 3600 * 1000
 POLICY_DELETE = "delete"
 POLICY_COMPACT = "compact"
+DEDUPE_BUFFER_BYTES_MIN = 64 * 1024  # log.cleaner.dedupe.buffer.size per thread: a few hundred keys per pass at the least
 
 
 @dataclass

@@ -4,6 +4,7 @@ its worker processes), written and read with confluent-kafka (librdkafka).
 - a compacted topic with small segments and many updates of 1,000 keys ends with exactly
   the latest value of each key, at the offset the producer was told; tombstones delete
   their keys and are gone after delete.retention.ms; Produce refuses a record without a key;
+  kafka-python and aiokafka read the compacted log too;
 - a follower copying a compacted leader's log from scratch (offsets missing before, inside
   and between batches) catches up, rejoins the ISR and, once leader, serves the same
   latest values to consumers and keeps the idempotent producer's state;
@@ -17,6 +18,7 @@ cleaner alone at that size).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import subprocess
@@ -107,6 +109,38 @@ def read_partition(boot: str, topic: str, timeout_s: float = 60) -> list[tuple[i
     raise AssertionError(f"did not reach the end of {topic} in {timeout_s} s ({len(out)} records read)")
 
 
+def read_with_kafka_python(boot: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=5000)
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        return [(m.offset, m.key, m.value) for m in consumer]
+    finally:
+        consumer.close()
+
+
+async def read_with_aiokafka(boot: str, topic: str, end_offset: int) -> list[tuple[int, bytes, bytes | None]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tp = AioTopicPartition(topic, 0)
+        consumer.assign([tp])
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        while await consumer.position(tp) < end_offset and time.monotonic() < deadline:
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                out += [(m.offset, m.key, m.value) for m in messages]
+        return out
+    finally:
+        await consumer.stop()
+
+
 def compacted_view(records: list[tuple[int, bytes, bytes | None]]) -> dict[bytes, tuple[int, bytes | None]]:
     offsets = [o for o, _, _ in records]
     assert offsets == sorted(set(offsets)), "offsets strictly increase, whatever the gaps"
@@ -149,6 +183,10 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key_and_tombstones_expire(
     assert cleaner_metric(admin_port, "kafkalite_log_cleaner_passes_total", {"outcome": "swapped"}) >= 1
     removed = cleaner_metric(admin_port, "kafkalite_log_cleaner_records_removed_total", {"reason": "superseded"})
     assert removed >= RECORDS - KEYS
+    # kafka-python and aiokafka step over the gaps (and the empty batches) too.
+    assert compacted_view(read_with_kafka_python(boot, "compacted")) == writer.expected()
+    end_offset = max(o for o, _ in writer.latest.values()) + 1
+    assert compacted_view(asyncio.run(read_with_aiokafka(boot, "compacted", end_offset))) == writer.expected()
     print(f"\n{RECORDS} records over {KEYS} keys produced in {produced_s:.1f} s; compacted to {KEYS} "
           f"{time.monotonic() - started:.1f} s after the first write")
 
