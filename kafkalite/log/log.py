@@ -562,6 +562,10 @@ class Log:
         j = i + len(replaced)
         assert j < len(self._segments), "the active segment is never cleaned"
         assert state.next_offset == self._segments[j].base_offset, "a cleaned segment ends where the next one starts"
+        # Closing a replaced segment must not write index entries: they would land in the
+        # new segment's index, which has the first replaced segment's name (entries are
+        # written out when a segment rolls, so a segment below the active one has none).
+        assert not any(old.has_pending_index_entries() for old in self._segments[i:j])
         segment_swap.commit(self.dir, state.base_offset, replaced, fs)
         new = LogSegment.adopt(self.dir, self.config, state)
         for old in self._segments[i:j]:

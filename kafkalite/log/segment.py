@@ -138,7 +138,7 @@ class LogSegment:
 
     def state(self) -> SegmentState:
         """The bookkeeping `adopt` needs, after every index entry has been written."""
-        assert not self.offset_index._pending and not self.time_index._pending
+        assert not self.has_pending_index_entries()
         return SegmentState(
             base_offset=self.base_offset, size_bytes=self.size, next_offset=self.next_offset,
             max_timestamp=self.max_timestamp, offset_of_max_timestamp=self.offset_of_max_timestamp,
@@ -146,6 +146,9 @@ class LogSegment:
             offset_index=tuple(zip(self.offset_index.keys, self.offset_index.values)),
             time_index=tuple(zip(self.time_index.keys, self.time_index.values)),
         )
+
+    def has_pending_index_entries(self) -> bool:
+        return bool(self.offset_index._pending or self.time_index._pending)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -95,10 +95,14 @@ def commit(dir_path: str, base_offset: int, replaced: Sequence[int], fs: FileOps
 
 
 def discard(dir_path: str, base_offsets: Sequence[int], fs: FileOps = REAL_FILE_OPS) -> None:
-    """Remove the `.cleaned` files of cleanings that will not be swapped in."""
+    """Remove the `.cleaned` files of cleanings that will not be swapped in. Best effort:
+    a file left behind is removed when the log next opens."""
     for base in base_offsets:
         for suffix in _FILE_SUFFIXES:
-            fs.remove(_path(dir_path, base, suffix, CLEANED_SUFFIX))
+            try:
+                fs.remove(_path(dir_path, base, suffix, CLEANED_SUFFIX))
+            except OSError as e:
+                log.warning("%s: cannot remove a discarded cleaned file: %s", dir_path, e)
 
 
 def _parse(name: str) -> tuple[int, str, str] | None:

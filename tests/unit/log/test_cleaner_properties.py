@@ -28,7 +28,7 @@ from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, last_sequence
 from kafkalite.log.cleaner import clean
 from kafkalite.log.log import Log
-from kafkalite.log.records import COMPRESSION_GZIP, COMPRESSION_NONE, COMPRESSION_ZSTD, Record, iter_headers
+from kafkalite.log.records import COMPRESSION_GZIP, COMPRESSION_NONE, COMPRESSION_ZSTD, Record, decode_header, iter_headers
 
 KEYS = [b"k%d" % i for i in range(12)] + [b"a-long-key-past-the-raw-limit-%d" % i for i in range(3)]
 
@@ -111,6 +111,14 @@ def test_cleaning_keeps_the_latest_record_per_key_and_offsets(batches, map_entri
         assert producer_state(plog) == {pid: state for pid, state in written.items()}
         # A consumer stepping over the gaps sees exactly the surviving records.
         assert read_as_consumer(plog) == after
+        # A fetch at any offset, in a gap or not, starts with the first batch ending at or
+        # after it (the index finds it), and counts as many bytes as it could read.
+        spans = [(h.base_offset, h.last_offset) for h in plog.iter_batch_headers()]
+        for offset in range(start, leo):
+            data = plog.read(offset, 1)
+            first = decode_header(data)
+            assert (first.base_offset, first.last_offset) == next(sp for sp in spans if sp[1] >= offset)
+            assert plog.bytes_available(offset, leo) == sum(h.size_bytes for h in plog.iter_batch_headers() if h.last_offset >= offset)
         # Reopened after a crash (indexes rebuilt) or a clean stop: the same log.
         plog.close()
         for clean_shutdown in (False, True):
