@@ -51,13 +51,15 @@ class CleanerWorkerCrash(CleanerWorkerError):
 class SubprocessRunner:
     """Runs each pass in a new `python -m kafkalite.log.cleaner_worker` process."""
 
-    def __init__(self) -> None:
+    WORKER = (sys.executable, "-m", "kafkalite.log.cleaner_worker")
+
+    def __init__(self, worker: tuple[str, ...] = WORKER) -> None:
+        self.worker = worker  # the command, to which the broker's pid is appended
         self._procs: set[asyncio.subprocess.Process] = set()
 
     async def run(self, job: CleanJob, io_bytes_per_second: float) -> CleanResult:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kafkalite.log.cleaner_worker", str(os.getpid()),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            *self.worker, str(os.getpid()), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         self._procs.add(proc)
         try:

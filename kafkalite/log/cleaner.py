@@ -39,16 +39,19 @@ from kafkalite.log.offset_map import OffsetMap
 from kafkalite.log.records import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
+    CRC_START,
     H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_BASE_SEQUENCE,
     H_BATCH_LENGTH,
+    H_CRC,
     H_LAST_OFFSET_DELTA,
     H_MAX_TIMESTAMP,
     H_PRODUCER_ID,
     H_RECORD_COUNT,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    _crc32c,
 )
 from kafkalite.log.segment import LogSegment, SegmentState
 
@@ -116,8 +119,9 @@ def _no_io(_n: int) -> None:
 
 def read_batches(path: str, size: int, io: Callable[[int], None] = _no_io) -> Iterator[tuple[tuple, bytes]]:
     """(header fields, batch bytes) of every batch in the first `size` bytes of a segment
-    file, read in large chunks. Framing is checked; the CRC was checked when the batch was
-    appended or recovered. Raises CorruptRecordError on a torn batch."""
+    file, read in large chunks. Framing and CRC are checked: a batch the cleaner rewrites
+    gets a new CRC, so a bit flipped on disk must stop the pass (CorruptRecordError), not
+    be sealed into a valid-looking batch."""
     fd = os.open(path, os.O_RDONLY)
     try:
         position = 0
@@ -139,7 +143,10 @@ def read_batches(path: str, size: int, io: Callable[[int], None] = _no_io) -> It
                 chunk = os.pread(fd, min(max(READ_CHUNK_BYTES, batch_size), size - position), position)
                 io(len(chunk))
                 chunk_start, local = position, 0
-            yield fields, chunk[local : local + batch_size]
+            batch = chunk[local : local + batch_size]
+            if _crc32c(batch[CRC_START:]) != fields[H_CRC]:
+                raise CorruptRecordError(f"{path}: batch at {position} (base offset {fields[H_BASE_OFFSET]}) fails its CRC-32C check")
+            yield fields, batch
             position += batch_size
     finally:
         os.close(fd)

@@ -2,7 +2,8 @@
 cleaner uses it for log.cleaner.io.max.bytes.per.second).
 
 The caller reports the bytes it read or wrote; when the rate over the current period is
-above the limit, the throttler sleeps until it is not. The clock and the sleep are
+above the limit, the throttler sleeps until it is not. At any moment the bytes reported
+are at most the limit times (the time since the start + one check interval). The clock and the sleep are
 arguments, so tests drive it with a fake clock.
 """
 
@@ -38,7 +39,9 @@ class Throttler:
         self.period_bytes += byte_count
         now = self.clock_s()
         elapsed = now - self.period_start_s
-        if elapsed < self.check_interval_s:
+        # Check once per interval, or as soon as the period holds more than an interval's
+        # worth of bytes (else a burst shorter than the interval would escape the limit).
+        if elapsed < self.check_interval_s and self.period_bytes < self.bytes_per_second * self.check_interval_s:
             return
         # How long the period's bytes should have taken at the limit, minus what it took.
         owed_s = self.period_bytes / self.bytes_per_second - elapsed
