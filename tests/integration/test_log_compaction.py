@@ -215,10 +215,11 @@ def test_kill_9_during_cleaning_leaves_a_correct_log_after_restart(cluster_facto
     writer.write(0, records)
     data = os.path.join(cluster.broker(1)["log_dirs"][0], "crashy-0")
     rng = random.Random(10)
-    kills = 0
+    kills = interrupted = 0
     for round_ in range(4):
-        if round_ == 0:
-            # In the middle of writing a cleaned segment.
+        if round_ == 0 or not interrupted:
+            # In the middle of writing a cleaned segment (a group that turns out unchanged
+            # loses its .cleaned files at once: then this round catches nothing, the next tries).
             wait_until(lambda: any(n.endswith(".cleaned") for n in os.listdir(data)), 120, "a .cleaned file", interval_s=0.01)
         else:
             # Let a pass finish after the restart, then add dirt, so this kill may land in a
@@ -234,11 +235,16 @@ def test_kill_9_during_cleaning_leaves_a_correct_log_after_restart(cluster_facto
         kills += 1
         # The worker dies with its broker: nothing writes the log directory any more.
         wait_until(lambda: cleaner_workers(pid) == [], 10, "the cleaner worker gone with its broker")
+        leftovers = [n for n in os.listdir(data) if n.endswith((".cleaned", ".swap", ".deleted"))]
+        with open(cluster.broker(1)["log"]) as f:
+            recoveries = f.read().count("finished a log cleaner swap a crash interrupted")
         cluster.start(1)  # the log opens (an interrupted swap completed or undone)
         assert read_partition(boot, "crashy")  # and reads
-        if round_ == 0:
+        if leftovers:
+            interrupted += 1
             with open(cluster.broker(1)["log"]) as f:
-                assert "finished a log cleaner swap a crash interrupted" in f.read()
+                assert f.read().count("finished a log cleaner swap a crash interrupted") == recoveries + 1
+    assert interrupted >= 1, "at least one kill left a cleaning's files behind"
     assert kills == 4
     wait_until(lambda: is_compacted(boot, "crashy", writer.expected()), 300, "the topic compacted after the restarts", interval_s=1)
     cluster.stop_broker(1)
