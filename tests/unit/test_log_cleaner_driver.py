@@ -109,3 +109,27 @@ async def test_a_pass_cancelled_at_shutdown_kills_its_worker_and_leaves_no_clean
     await driver.close()
     assert not [n for n in os.listdir(plog.dir) if n.endswith(".cleaned")]
     assert driver.manager.in_progress == set()
+
+
+async def test_two_cleaner_threads_clean_two_logs_at_once_never_the_same_one(tmp_path):
+    logs, plog = dirty_log(tmp_path)
+    other = logs.get_or_create("u", 0, plog.config, now_ms=0)
+    append_batches(other, [BatchSpec(((b"x%d" % (i % 3), b"v%d" % i),)) for i in range(200)])
+    manager = LogCleanerManager(logs, CleanerConfig(threads=2, dedupe_buffer_bytes=1 << 20, backoff_ms=50))
+    hws = lambda: {tp: lg.log_end_offset for tp, lg in logs.logs().items()}  # noqa: E731
+    driver = LogCleanerDriver(manager, hws, BrokerMetrics(), lambda e: None, Checkpoints())
+    seen_busy = 0
+    task = asyncio.create_task(driver.run())
+    try:
+        for _ in range(400):
+            seen_busy = max(seen_busy, len(manager.in_progress))
+            if all(lg.first_dirty_offset == lg.active_segment.base_offset for lg in logs.logs().values()):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await driver.close()
+    assert all(lg.first_dirty_offset == lg.active_segment.base_offset for lg in logs.logs().values())
+    assert seen_busy == 2  # both logs at once, each by one thread
