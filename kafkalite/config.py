@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.core.replica_selector import BUILTIN_SELECTORS, ReplicaSelector
+from kafkalite.log.config import DEDUPE_BUFFER_BYTES_MIN, parse_cleanup_policy
 
 
 class ConfigError(Exception):
@@ -42,6 +43,10 @@ def _non_negative(v: int) -> bool:
 
 def _minus_one_or_positive(v: int) -> bool:
     return v == -1 or v > 0
+
+
+def _ratio(v: float) -> bool:
+    return 0.0 <= v <= 1.0
 
 
 def _listener(v: str) -> bool:
@@ -93,6 +98,18 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("log.retention.ms", "int", 7 * 24 * 3600 * 1000, "delete segments older than this (-1: never)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.retention.bytes", "int", -1, "delete old segments past this size (-1: never)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.retention.check.interval.ms", "int", 300000, "how often retention runs", _positive, "> 0"),
+    Setting("log.cleanup.policy", "str", "delete", "broker default of cleanup.policy: delete old segments, compact by key, or both",
+            lambda v: parse_cleanup_policy(v) is not None, "delete, compact, or compact,delete"),
+    Setting("log.cleaner.enable", "bool", True, "run the log cleaner (compaction of cleanup.policy=compact topics)"),
+    Setting("log.cleaner.threads", "int", 1, "cleaning passes at once, each in its own worker process", _positive, "> 0"),
+    Setting("log.cleaner.dedupe.buffer.size", "int", 128 * 1024 * 1024, "memory of the cleaners' offset maps, shared by the threads",
+            lambda v: v >= DEDUPE_BUFFER_BYTES_MIN, f">= {DEDUPE_BUFFER_BYTES_MIN} per cleaner thread"),
+    Setting("log.cleaner.io.max.bytes.per.second", "float", 1.7976931348623157e308, "cleaner read+write rate limit, shared by the threads (default: none)",
+            lambda v: v > 0, "> 0"),
+    Setting("log.cleaner.backoff.ms", "int", 15000, "cleaner sleep when no log needs cleaning", _non_negative, ">= 0"),
+    Setting("log.cleaner.delete.retention.ms", "int", 24 * 3600 * 1000, "broker default of delete.retention.ms", _non_negative, ">= 0"),
+    Setting("log.cleaner.min.cleanable.ratio", "float", 0.5, "broker default of min.cleanable.dirty.ratio", _ratio, "0..1"),
+    Setting("log.cleaner.min.compaction.lag.ms", "int", 0, "broker default of min.compaction.lag.ms", _non_negative, ">= 0"),
     Setting("log.flush.interval.messages", "int", -1, "fsync after this many messages (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.flush.interval.ms", "int", -1, "fsync at least this often (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
     Setting("message.max.bytes", "int", 1048588, "largest record batch accepted", _positive, "> 0"),
@@ -123,6 +140,23 @@ TOPIC_CONFIGS: Mapping[str, str] = {
     "segment.ms": "int",
     "max.message.bytes": "int",
     "cleanup.policy": "str",
+    "delete.retention.ms": "int",
+    "min.cleanable.dirty.ratio": "float",
+    "min.compaction.lag.ms": "int",
+}
+
+# Checks of topic config values, with what is allowed (the error names the key).
+_TOPIC_CHECKS: Mapping[str, tuple[Callable[[Any], bool], str]] = {
+    "min.insync.replicas": (_positive, ">= 1"),
+    "retention.ms": (_minus_one_or_positive, "-1 or > 0"),
+    "retention.bytes": (_minus_one_or_positive, "-1 or > 0"),
+    "segment.bytes": (lambda v: v >= 1024, ">= 1024"),
+    "segment.ms": (_positive, "> 0"),
+    "max.message.bytes": (_positive, "> 0"),
+    "cleanup.policy": (lambda v: parse_cleanup_policy(v) is not None, "delete, compact, or compact,delete"),
+    "delete.retention.ms": (_non_negative, ">= 0"),
+    "min.cleanable.dirty.ratio": (_ratio, "a number from 0 to 1"),
+    "min.compaction.lag.ms": (_non_negative, ">= 0"),
 }
 
 
@@ -166,10 +200,11 @@ def validate_topic_config(config: Mapping[str, Any]) -> dict[str, str]:
         if kind is None:
             raise ConfigError(f"unknown topic config {key!r}; allowed: {', '.join(sorted(TOPIC_CONFIGS))}")
         value = _coerce(key, kind, raw)
-        if key == "min.insync.replicas" and value < 1:
-            raise ConfigError("topic config 'min.insync.replicas' must be >= 1")
-        if key == "cleanup.policy" and value != "delete":
-            raise ConfigError("topic config 'cleanup.policy': only 'delete' is supported")
+        check = _TOPIC_CHECKS.get(key)
+        if check is not None and not check[0](value):
+            raise ConfigError(f"topic config {key!r}: bad value {raw!r}, allowed: {check[1]}")
+        if key == "cleanup.policy":
+            value = ",".join(sorted(parse_cleanup_policy(value) or ()))
         out[key] = str(value).lower() if kind == "bool" else str(value)
     return out
 
@@ -195,6 +230,11 @@ class BrokerConfig:
                     raise ConfigError(f"config key {setting.name!r} is required ({setting.doc})")
                 merged[setting.name] = setting.default
         replica_selector_class(merged["replica.selector.class"])  # a bad class path stops start-up here
+        per_thread = merged["log.cleaner.dedupe.buffer.size"] // merged["log.cleaner.threads"]
+        if per_thread < DEDUPE_BUFFER_BYTES_MIN:
+            raise ConfigError(f"config key 'log.cleaner.dedupe.buffer.size': {merged['log.cleaner.dedupe.buffer.size']} leaves "
+                              f"{per_thread} bytes to each of the {merged['log.cleaner.threads']} log.cleaner.threads; "
+                              f"allowed: >= {DEDUPE_BUFFER_BYTES_MIN} per thread")
         self._values = merged
 
     def __getitem__(self, key: str) -> Any:

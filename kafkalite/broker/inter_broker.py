@@ -64,8 +64,7 @@ class InterBrokerHandlers:
         self.broker.metadata_cache.apply_update(h)
         for b in self.broker.metadata_cache.brokers.values():
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
-        for topic, cfg in (h.get("topic_configs") or {}).items():
-            self.rm.topic_configs[topic] = dict(cfg)
+        self.rm.apply_topic_configs(h.get("topic_configs") or {})
         self.broker.metadata_updates.notify()
         return {"error": 0}, b""
 

@@ -38,6 +38,12 @@ class _StateCollector:
         yield _g("kafkalite_purgatory_produce_size", "acks=all produce requests waiting", rm.delayed.produce_waiting)
         yield _g("kafkalite_purgatory_fetch_size", "fetch requests waiting", rm.delayed.fetch_waiting)
         yield _g("kafkalite_client_connections", "open client connections", b.client_listener.connections if b.client_listener else 0)
+        cleaner = b.log_cleaner
+        yield _g("kafkalite_log_cleaner_busy", "cleaning passes running now", cleaner.busy if cleaner else 0)
+        yield _g("kafkalite_log_cleaner_uncleanable_partitions", "compacted logs the cleaner skips after a pass failed on bad data",
+                 len(cleaner.manager.uncleanable) if cleaner else 0)
+        yield _g("kafkalite_log_cleaner_max_dirty_ratio", "dirty ratio of the log the cleaner chose last",
+                 cleaner.manager.max_dirty_ratio if cleaner else 0)
         lag = GaugeMetricFamily("kafkalite_replica_fetcher_lag", "follower lag behind the leader's LEO, in messages", labels=["topic", "partition"])
         for (t, p), v in sorted(b.metrics.lags.items()):
             lag.add_metric([t, str(p)], v)
@@ -73,6 +79,19 @@ class BrokerMetrics:
                                            ["topic"], registry=r)
         self.preferred_read_replica_redirects = Counter("kafkalite_preferred_read_replica_redirects", "consumer fetches this leader "
                                                         "answered with a preferred read replica instead of records", ["topic"], registry=r)
+        # The log cleaner (kafkalite.broker.log_cleaner): passes by outcome (swapped: its
+        # segments replaced the old ones; discarded: the log changed meanwhile; failed),
+        # bytes it read and wrote, records it removed (superseded by a later record of the
+        # same key, or tombstones past delete.retention.ms).
+        self.cleaner_passes = Counter("kafkalite_log_cleaner_passes", "log cleaner passes by outcome", ["outcome"], registry=r)
+        self.cleaner_bytes_read = Counter("kafkalite_log_cleaner_bytes_read", "bytes the log cleaner read", registry=r)
+        self.cleaner_bytes_written = Counter("kafkalite_log_cleaner_bytes_written", "bytes the log cleaner wrote", registry=r)
+        self.cleaner_records_removed = Counter("kafkalite_log_cleaner_records_removed", "records the log cleaner removed",
+                                               ["reason"], registry=r)
+        self.cleaner_pass_seconds = Histogram("kafkalite_log_cleaner_pass_seconds", "duration of log cleaner passes", registry=r,
+                                              buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
+        for outcome in ("swapped", "discarded", "failed"):
+            self.cleaner_passes.labels(outcome)
         self.lags: dict[tuple[str, int], int] = {}
         for api in ("Produce", "Fetch"):  # exported from the start, as Kafka's request metrics are
             self.latency.labels(api)
@@ -104,6 +123,16 @@ class BrokerMetrics:
 
     def preferred_read_replica_redirect(self, topic: str) -> None:
         self.preferred_read_replica_redirects.labels(topic).inc()
+
+    def cleaner_pass(self, outcome: str, seconds: float, stats: Any = None) -> None:
+        """One log cleaner pass; `stats` is its CleanerStats (None if it failed)."""
+        self.cleaner_passes.labels(outcome).inc()
+        self.cleaner_pass_seconds.observe(seconds)
+        if stats is not None:
+            self.cleaner_bytes_read.inc(stats.bytes_read)
+            self.cleaner_bytes_written.inc(stats.bytes_written)
+            self.cleaner_records_removed.labels("superseded").inc(stats.records_superseded)
+            self.cleaner_records_removed.labels("tombstone_expired").inc(stats.tombstones_removed)
 
     def replica_lag(self, tp: tuple[str, int], lag: int) -> None:
         self.lags[tp] = lag

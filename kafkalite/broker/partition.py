@@ -16,6 +16,7 @@ from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_sequence
 from kafkalite.core.replica_manager import Replica
 from kafkalite.core.replica_state import LeaderAndIsrState
+from kafkalite.log import batch_filter
 from kafkalite.log.log import Log
 from kafkalite.log.records import BatchHeader, iter_headers, validate_batches
 from kafkalite.protocol.errors import ErrorCode
@@ -95,6 +96,10 @@ class Partition(Replica):
         Raises the storage engine's typed errors for bad batches."""
         assert self.state.is_leader
         headers = validate_batches(records)
+        if self.log.config.compact:
+            for pos, header in headers:
+                if batch_filter.has_record_without_key(records[pos : pos + header.size_bytes], header.record_count):
+                    raise fail(ErrorCode.INVALID_RECORD, f"compacted topic {self.topic} cannot accept a record without a key")
         idem = headers[0][1] if len(headers) == 1 and headers[0][1].producer_id >= 0 else None
         if idem is not None:
             last_seq = last_sequence(idem.base_sequence, idem.record_count)
@@ -150,5 +155,8 @@ class Partition(Replica):
 
 
 def _producer_batch(h: BatchHeader) -> ProducerBatch:
+    # The last sequence is base sequence + last offset delta (Kafka's
+    # DefaultRecordBatch.lastSequence), not + record count - 1: the log cleaner keeps a
+    # producer's last batch with fewer records, or none, but its offset span unchanged.
     return ProducerBatch(h.producer_id, h.producer_epoch, h.base_sequence,
-                         last_sequence(h.base_sequence, h.record_count), h.base_offset, h.last_offset)
+                         last_sequence(h.base_sequence, h.last_offset_delta + 1), h.base_offset, h.last_offset)

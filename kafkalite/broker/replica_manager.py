@@ -14,6 +14,7 @@ between (STYLE habit 3).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.core.replica_state import AlterIsrItem
-from kafkalite.log.config import LogConfig
+from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 
@@ -40,15 +41,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def log_config_for(base: LogConfig, topic_config: dict[str, str]) -> LogConfig:
-    """The LogConfig of one topic: broker defaults with the topic's overrides."""
-    import dataclasses
+_TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "segment.bytes": ("segment_bytes", int),
+    "segment.ms": ("roll_ms", int),
+    "retention.ms": ("retention_ms", int),
+    "retention.bytes": ("retention_bytes", int),
+    "cleanup.policy": ("cleanup_policy", parse_cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", int),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+}
 
+
+def log_config_for(base: LogConfig, topic_config: Mapping[str, str]) -> LogConfig:
+    """The LogConfig of one topic: broker defaults with the topic's overrides (validated
+    when the topic was created, kafkalite.config.validate_topic_config)."""
     overrides: dict[str, Any] = {}
-    mapping = {"segment.bytes": "segment_bytes", "segment.ms": "roll_ms", "retention.ms": "retention_ms", "retention.bytes": "retention_bytes"}
-    for key, attr in mapping.items():
+    for key, (attr, parse) in _TOPIC_LOG_CONFIGS.items():
         if key in topic_config:
-            overrides[attr] = int(topic_config[key])
+            overrides[attr] = parse(topic_config[key])
     return dataclasses.replace(base, **overrides) if overrides else base
 
 
@@ -101,6 +112,15 @@ class ReplicaManager:
         part.listeners.append(self._on_partition_changed)
         return part
 
+    def apply_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """Topic configs from ZooKeeper (at start-up) or the controller (LeaderAndIsr,
+        UpdateMetadata): the core's limits and every local log of the topic follow them.
+        Logs opened at start-up had the broker's defaults until now; the log cleaner and
+        retention run only after start-up has applied them."""
+        for topic, cfg in configs.items():
+            self.topic_configs[topic] = dict(cfg)
+            self.logs.set_config(topic, log_config_for(self.log_config, cfg))
+
     def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str]) -> Partition:
         cfg = log_config_for(self.log_config, dict(topic_config))
         return self._partition(tp[0], tp[1], self.logs.get_or_create(tp[0], tp[1], cfg))
@@ -124,7 +144,9 @@ class ReplicaManager:
 
     def handle_leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
-        changes = self.core.on_leader_and_isr(LeaderAndIsr.from_wire(body), monotonic_ms())
+        request = LeaderAndIsr.from_wire(body)
+        changes = self.core.on_leader_and_isr(request, monotonic_ms())
+        self.apply_topic_configs(request.topic_configs)
         self._carry_out(changes)
         took_ms = (time.monotonic() - started) * 1000
         if took_ms > 100:

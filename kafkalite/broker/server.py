@@ -43,6 +43,7 @@ from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
+from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
@@ -51,7 +52,8 @@ from kafkalite.config import BrokerConfig, make_replica_selector
 from kafkalite.core.consumer_fetch import ClusterView
 from kafkalite.core.messages import AlterIsrResponse
 from kafkalite.core.replica_state import AlterIsrItem
-from kafkalite.log.config import LogConfig
+from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager
+from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
@@ -70,12 +72,25 @@ CLIENT_LISTENER_WARN_S = 10.0
 def log_config_from(cfg: BrokerConfig) -> LogConfig:
     flush_msgs = cfg["log.flush.interval.messages"]
     flush_ms = cfg["log.flush.interval.ms"]
+    policy = parse_cleanup_policy(cfg["log.cleanup.policy"])
+    assert policy is not None  # checked by BrokerConfig
     return LogConfig(
         segment_bytes=cfg["log.segment.bytes"], roll_ms=cfg["log.roll.ms"],
         index_interval_bytes=cfg["log.index.interval.bytes"], retention_ms=cfg["log.retention.ms"],
         retention_bytes=cfg["log.retention.bytes"],
         flush_interval_messages=None if flush_msgs == -1 else flush_msgs,
         flush_interval_ms=None if flush_ms == -1 else flush_ms,
+        cleanup_policy=policy, delete_retention_ms=cfg["log.cleaner.delete.retention.ms"],
+        min_cleanable_dirty_ratio=cfg["log.cleaner.min.cleanable.ratio"],
+        min_compaction_lag_ms=cfg["log.cleaner.min.compaction.lag.ms"],
+    )
+
+
+def cleaner_config_from(cfg: BrokerConfig) -> CleanerConfig:
+    return CleanerConfig(
+        enable=cfg["log.cleaner.enable"], threads=cfg["log.cleaner.threads"],
+        dedupe_buffer_bytes=cfg["log.cleaner.dedupe.buffer.size"],
+        io_max_bytes_per_second=cfg["log.cleaner.io.max.bytes.per.second"], backoff_ms=cfg["log.cleaner.backoff.ms"],
     )
 
 
@@ -109,6 +124,11 @@ class Broker:
         self.replica_manager.fetchers = self.fetchers
         self.fetchers.broker_id, self.fetchers.quotas = self.broker_id, self.replica_manager.core.quotas
         self.replica_manager.alter_isr_due = self._alter_isr_due
+        cleaner_config = cleaner_config_from(cfg)
+        self.log_cleaner: LogCleanerDriver | None = None
+        if cleaner_config.enable:
+            self.log_cleaner = LogCleanerDriver(LogCleanerManager(self.logs, cleaner_config), self._high_watermarks, self.metrics,
+                                                self._on_fatal, self._write_cleaner_checkpoints)
         self._alter_isr_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
@@ -129,6 +149,7 @@ class Broker:
         # Set once registered: controller requests wait for it (InterBrokerHandlers).
         self.registered = asyncio.Event()
         self._pid_lock = asyncio.Lock()
+        self._cleaner_checkpoint_lock = asyncio.Lock()
         t0 = time.monotonic()
         await self.loop.run_in_executor(None, self.logs.open_all)
         self.replica_manager.load_local_partitions()
@@ -155,6 +176,8 @@ class Broker:
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
         ]
+        if self.log_cleaner is not None:
+            self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -215,6 +238,10 @@ class Broker:
         topics = await self.loop.run_in_executor(None, self.zk.get_topics)
         assignments = await self.loop.run_in_executor(None, self.zk.get_topic_assignments, topics)
         mine = {(t, p) for t, (a, _v) in assignments.items() for p, r in a.partitions.items() if self.broker_id in r}
+        # The topics' configs, before retention or the log cleaner look at a log: logs were
+        # opened with the broker's defaults (a compacted topic's log must never be treated
+        # as cleanup.policy=delete, nor the other way round).
+        self.replica_manager.apply_topic_configs({t: a.config for t, (a, _v) in assignments.items()})
         gone = self.replica_manager.delete_unassigned(mine)
         if gone:
             log.info("deleted %d local partitions no longer assigned here: %s", len(gone), gone[:10])
@@ -418,6 +445,17 @@ class Broker:
         points = self.logs.recovery_points()
         await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
         await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
+        await self._write_cleaner_checkpoints()
+
+    async def _write_cleaner_checkpoints(self) -> None:
+        """cleaner-offset-checkpoint, snapshotted here and written in a thread (a stale one
+        only makes the cleaner redo work: it is never ahead of a swapped-in pass)."""
+        async with self._cleaner_checkpoint_lock:  # two writers would share the file's .tmp
+            points = self.logs.cleaner_checkpoints()
+            await self.loop.run_in_executor(None, self.logs.write_cleaner_checkpoints, points)
+
+    def _high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {tp: part.hw for tp, part in self.replica_manager.partitions.items()}
 
     def _retention(self) -> None:
         now = wall_ms()
@@ -482,6 +520,8 @@ class Broker:
         log.info("stopping: fetchers and periodic tasks (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.fetchers.close()
         await cancel_and_wait(self._tasks + list(self._owned))
+        if self.log_cleaner is not None:
+            await self.log_cleaner.close()  # no worker outlives the logs it reads
         if self._flush_job is not None:  # a thread may still be syncing; let it finish first
             await asyncio.wait([self._flush_job])
         log.info("stopping: controller and listeners (%.0f ms)", (time.monotonic() - t0) * 1000)

@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kafkalite.log import checkpoint, records
+from kafkalite.log import checkpoint, records, segment_swap
+from kafkalite.log.cleaner_decisions import SegmentInfo
 from kafkalite.log.config import LogConfig
 from kafkalite.log.epoch_cache import LeaderEpochCache
 from kafkalite.log.errors import (
@@ -49,7 +50,7 @@ from kafkalite.log.records import (
     BatchHeader,
 )
 from kafkalite.log.records import _crc32c as crc32c
-from kafkalite.log.segment import LogSegment, parse_segment_name
+from kafkalite.log.segment import LogSegment, SegmentState, parse_segment_name
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,10 @@ class Log:
         self._dir_dirty = False  # segments created or deleted since the last flush
         self._truncations = 0  # lets an in-flight flush job see that a truncation happened
         self._rolled_since_flush = False
+        # The log cleaner's progress (Kafka's cleaner checkpoint): offsets below it were
+        # cleaned. Set from cleaner-offset-checkpoint by the LogManager; a truncation
+        # lowers it to the new end, so re-appended offsets count as dirty again.
+        self.first_dirty_offset = self.log_start_offset
 
     # ------------------------------------------------------------------ open and recovery
 
@@ -111,6 +116,9 @@ class Log:
             raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
         try:
             os.makedirs(dir_path, exist_ok=True)
+            # Finish or undo a cleaner's swap a crash interrupted; segments it swapped in
+            # get their indexes rebuilt.
+            swapped_in = segment_swap.recover(dir_path)
             names = os.listdir(dir_path)
         except OSError as e:
             raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
@@ -120,7 +128,7 @@ class Log:
         try:
             for base in bases:
                 segments.append(LogSegment.open_existing(dir_path, base, config))
-            segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown)
+            segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown, swapped_in)
             if not segments:
                 segments.append(LogSegment.create(dir_path, 0, config, now_ms))
         except OSError as e:
@@ -138,7 +146,7 @@ class Log:
 
     @staticmethod
     def _load_segments(segments: list[LogSegment], epoch_cache: LeaderEpochCache,
-                       recovery_point: int, clean_shutdown: bool) -> list[LogSegment]:
+                       recovery_point: int, clean_shutdown: bool, swapped_in: set[int] = frozenset()) -> list[LogSegment]:
         def on_batch(base_offset: int, epoch: int) -> None:
             if epoch >= 0 and epoch > epoch_cache.latest_epoch:
                 epoch_cache.assign(epoch, base_offset)
@@ -148,13 +156,15 @@ class Log:
         first_unflushed = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
         next_min = 0
         for i, segment in enumerate(segments):
-            trusted = clean_shutdown or i < first_unflushed
+            trusted = (clean_shutdown or i < first_unflushed) and segment.base_offset not in swapped_in
             if trusted and segment.load_trusted():
                 truncated = 0
                 if segment.size and segment.header_at(0)[H_BASE_OFFSET] < next_min:
                     truncated = segment.size  # offsets overlap the previous segment
             else:
-                if trusted:
+                if segment.base_offset in swapped_in:
+                    log.info("%s: swapped in by the log cleaner before a crash; rebuilding its indexes", segment.log_path)
+                elif trusted:
                     log.warning("%s: index failed its sanity check; rebuilding", segment.log_path)
                 truncated = segment.recover(next_min, on_batch)
             # A segment cut exactly at a batch boundary (or emptied) leaves a gap before the
@@ -269,8 +279,10 @@ class Log:
         return AppendResult(first_offset, last_offset, max_timestamp, 1, delta + 1)
 
     def append_as_follower(self, batches: bytes, now_ms: int | None = None) -> AppendResult:
-        """Append the leader's batches unchanged. The first must start at the LEO and
-        offsets must increase; the epoch cache learns each new partition leader epoch."""
+        """Append the leader's batches unchanged. Offsets must increase from the LEO; the
+        epoch cache learns each new partition leader epoch. A batch may start past the LEO
+        or past the previous batch's end: the leader's log is compacted there (offsets of
+        records the cleaner removed are missing, as in Kafka)."""
         if not batches:
             return AppendResult(self._leo, self._leo - 1, -1, 0, 0)
         scanned = records.scan_batches(batches)
@@ -280,10 +292,10 @@ class Log:
         record_count = 0
         for i, (pos, fields, _) in enumerate(scanned):
             base = fields[H_BASE_OFFSET]
-            if (i == 0 and base != expected) or base < expected:
+            if base < expected:
                 raise OffsetMismatchError(
                     f"{self.topic}-{self.partition}: follower batch at position {pos} starts at offset "
-                    f"{base}, expected {'' if i else 'exactly '}{expected}"
+                    f"{base}, below {'the log end offset' if i == 0 else 'the end of the previous batch'} {expected}"
                 )
             last = base + fields[H_LAST_OFFSET_DELTA]
             metas.append((base, last, fields[H_MAX_TIMESTAMP], fields[H_BATCH_LENGTH] + LOG_OVERHEAD))
@@ -466,6 +478,7 @@ class Log:
             self._bases.pop()
             self._dir_dirty = True
         self._leo = self.active_segment.truncate_to(offset)
+        self.first_dirty_offset = min(self.first_dirty_offset, self._leo)
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self._check_invariants()
@@ -481,7 +494,7 @@ class Log:
         first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
         self._segments = [first]
         self._bases = [offset]
-        self._leo = self.log_start_offset = self.recovery_point = offset
+        self._leo = self.log_start_offset = self.recovery_point = self.first_dirty_offset = offset
         self.leader_epoch_cache.clear()
         self._dir_dirty = True
         self._check_invariants()
@@ -490,7 +503,10 @@ class Log:
 
     def delete_retained_segments(self, now_ms: int) -> int:
         """Delete whole old segments past retention.ms or beyond retention.bytes, oldest
-        first, never the active segment. Returns how many were deleted."""
+        first, never the active segment, when cleanup.policy includes delete (a compacted
+        log alone keeps every segment). Returns how many were deleted."""
+        if not self.config.delete:
+            return 0
         candidates = self._segments[:-1]
         by_time = 0
         if self.config.retention_ms >= 0:
@@ -515,6 +531,56 @@ class Log:
         self._dir_dirty = True
         self._check_invariants()
         return count
+
+    # ------------------------------------------------------------------ log cleaner
+
+    @property
+    def truncations(self) -> int:
+        """Counts truncations: a cleaning started before one no longer applies."""
+        return self._truncations
+
+    def segment_infos(self) -> tuple[SegmentInfo, ...]:
+        """Every segment as the cleaner's decisions see it, the active one last."""
+        return tuple(
+            SegmentInfo(s.base_offset, s.next_offset, s.size, s.max_timestamp, len(s.offset_index)) for s in self._segments
+        )
+
+    def segment_path(self, base_offset: int) -> str:
+        return self._segments[self._bases.index(base_offset)].log_path
+
+    def swap_in_cleaned(self, state: SegmentState, replaced: tuple[int, ...],
+                        fs: segment_swap.FileOps = segment_swap.REAL_FILE_OPS) -> None:
+        """Replace the segments with base offsets `replaced` by the cleaned segment written
+        as `.cleaned` files (kafkalite.log.segment_swap). The caller checked, with no await
+        since, that the log is not truncated since the cleaning read them and still holds
+        them (`holds_segments`). An OSError in the middle leaves the files in a state the
+        next Log.open completes, but this object no longer matches them: the caller must
+        stop using the log (the broker exits)."""
+        assert self.holds_segments(replaced)
+        assert state.base_offset == replaced[0]
+        i = self._bases.index(replaced[0])
+        j = i + len(replaced)
+        assert j < len(self._segments), "the active segment is never cleaned"
+        assert state.next_offset == self._segments[j].base_offset, "a cleaned segment ends where the next one starts"
+        # Closing a replaced segment must not write index entries: they would land in the
+        # new segment's index, which has the first replaced segment's name (entries are
+        # written out when a segment rolls, so a segment below the active one has none).
+        assert not any(old.has_pending_index_entries() for old in self._segments[i:j])
+        segment_swap.commit(self.dir, state.base_offset, replaced, fs)
+        new = LogSegment.adopt(self.dir, self.config, state)
+        for old in self._segments[i:j]:
+            old.close()
+        self._segments[i:j] = [new]
+        self._bases[i:j] = [new.base_offset]
+        self._dir_dirty = True  # the flush task fsyncs the directory, making the renames durable
+        self._check_invariants()
+
+    def holds_segments(self, bases: tuple[int, ...]) -> bool:
+        """Whether `bases` are consecutive segments of this log below the active one."""
+        if not bases or bases[0] not in self._bases:
+            return False
+        i = self._bases.index(bases[0])
+        return tuple(self._bases[i : i + len(bases)]) == bases and i + len(bases) < len(self._segments)
 
     # ------------------------------------------------------------------ flush and close
 

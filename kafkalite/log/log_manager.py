@@ -70,6 +70,11 @@ class LogManager:
         except checkpoint.CheckpointError as e:
             log.warning("%s; recovering every log in %s from offset 0", e, log_dir)
             recovery_points, clean = {}, False
+        try:
+            cleaner_points = checkpoint.read_offsets(os.path.join(log_dir, checkpoint.CLEANER_OFFSET_CHECKPOINT))
+        except checkpoint.CheckpointError as e:
+            log.warning("%s; the log cleaner treats every log in %s as dirty", e, log_dir)
+            cleaner_points = {}
         for name in names:
             path = os.path.join(log_dir, name)
             if name.endswith(_DELETE_SUFFIX) and os.path.isdir(path) and _is_our_deleted_dir(name):
@@ -85,6 +90,10 @@ class LogManager:
                 clean_shutdown=clean, now_ms=now_ms,
             )
             self._dir_of[parsed] = log_dir
+            opened = self._logs[parsed]
+            first_dirty = cleaner_points.get(parsed, opened.log_start_offset)
+            if opened.log_start_offset <= first_dirty <= opened.log_end_offset:
+                opened.first_dirty_offset = first_dirty
         if clean:
             # Removed only after every log opened: a crash from here on must recover.
             os.remove(marker)
@@ -157,6 +166,21 @@ class LogManager:
         for log_dir, entries in self._by_dir(points).items():
             checkpoint.write_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT), entries)
 
+    def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
+        """First dirty offset of every log (cleaner-offset-checkpoint), snapshotted here."""
+        return {key: lg.first_dirty_offset for key, lg in self._logs.items()}
+
+    def write_cleaner_checkpoints(self, points: Mapping[TopicPartition, int]) -> None:
+        for log_dir, entries in self._by_dir(points).items():
+            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.CLEANER_OFFSET_CHECKPOINT), entries)
+
+    def set_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's configuration as ZooKeeper holds it, for every local log of the topic
+        (start-up opens logs before ZooKeeper is reachable, with the broker's defaults)."""
+        for (t, _p), lg in self._logs.items():
+            if t == topic:
+                lg.config = config
+
     def write_hw_checkpoint(self, hws: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint per dir; partitions without a log here are skipped."""
         for log_dir, entries in self._by_dir(hws).items():
@@ -187,6 +211,7 @@ class LogManager:
         write the clean-shutdown marker in each dir (last, so a crash before it recovers)."""
         self.flush_all()
         self.checkpoint_recovery_points()
+        self.write_cleaner_checkpoints(self.cleaner_checkpoints())
         for lg in self._logs.values():
             lg.close()
         for log_dir in self.log_dirs:

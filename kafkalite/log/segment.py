@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
 from kafkalite.log import records
 from kafkalite.log.config import LogConfig
@@ -33,6 +34,21 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK_BYTES = 4 << 20
 _IOV_MAX = 1024
+
+
+@dataclass(frozen=True)
+class SegmentState:
+    """A closed segment's bookkeeping (LogSegment.state / LogSegment.adopt): what a scan of
+    its file would rebuild. Picklable, so the cleaner's worker process can hand it back."""
+
+    base_offset: int
+    size_bytes: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_index_entry: int
+    offset_index: tuple[tuple[int, int], ...]  # (offset, position)
+    time_index: tuple[tuple[int, int], ...]  # (timestamp, offset)
 
 
 def segment_name(base_offset: int) -> str:
@@ -63,14 +79,16 @@ def _write_all(fd: int, pieces: list, position: int, total_bytes: int) -> None:
 
 
 class LogSegment:
-    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, fd: int, size: int) -> None:
+    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, fd: int, size: int, file_suffix: str = "") -> None:
+        """`file_suffix` names a segment being written under a temporary name (the log
+        cleaner's `.cleaned` files, kafkalite.log.segment_swap); "" for a live segment."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.config = config
         stem = os.path.join(dir_path, segment_name(base_offset))
-        self.log_path = stem + LOG_SUFFIX
-        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset)
+        self.log_path = stem + LOG_SUFFIX + file_suffix
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset)
         self._fd = fd
         self.size = size
         self.next_offset = base_offset  # last offset + 1 of the last batch (base if empty)
@@ -83,12 +101,12 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = "") -> LogSegment:
         """A new empty segment. Stale files of the same name (left by our own truncation)
         are emptied: a new segment is only ever created at or above the log end offset."""
-        path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
+        path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(dir_path, base_offset, config, fd, 0)
+        segment = cls(dir_path, base_offset, config, fd, 0, file_suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.rolling_timestamp_ms = now_ms
@@ -100,6 +118,37 @@ class LogSegment:
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR)
         return cls(dir_path, base_offset, config, fd, os.fstat(fd).st_size)
+
+    @classmethod
+    def adopt(cls, dir_path: str, config: LogConfig, state: SegmentState) -> LogSegment:
+        """Open a finished, flushed segment whose bookkeeping is already known (a cleaned
+        segment just swapped in under its final name): no scan, indexes installed from
+        `state`, which must describe the files exactly."""
+        path = os.path.join(dir_path, segment_name(state.base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR)
+        segment = cls(dir_path, state.base_offset, config, fd, state.size_bytes)
+        assert os.fstat(fd).st_size == state.size_bytes
+        segment.offset_index.install(list(state.offset_index))
+        segment.time_index.install(list(state.time_index))
+        segment.next_offset = state.next_offset
+        segment.max_timestamp = state.max_timestamp
+        segment.offset_of_max_timestamp = state.offset_of_max_timestamp
+        segment.bytes_since_index_entry = state.bytes_since_index_entry
+        return segment
+
+    def state(self) -> SegmentState:
+        """The bookkeeping `adopt` needs, after every index entry has been written."""
+        assert not self.has_pending_index_entries()
+        return SegmentState(
+            base_offset=self.base_offset, size_bytes=self.size, next_offset=self.next_offset,
+            max_timestamp=self.max_timestamp, offset_of_max_timestamp=self.offset_of_max_timestamp,
+            bytes_since_index_entry=self.bytes_since_index_entry,
+            offset_index=tuple(zip(self.offset_index.keys, self.offset_index.values)),
+            time_index=tuple(zip(self.time_index.keys, self.time_index.values)),
+        )
+
+    def has_pending_index_entries(self) -> bool:
+        return bool(self.offset_index._pending or self.time_index._pending)
 
     def close(self) -> None:
         if self._fd >= 0:

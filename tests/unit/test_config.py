@@ -2,7 +2,7 @@
 
 import pytest
 
-from kafkalite.config import ConfigError, load_config, validate_topic_config
+from kafkalite.config import BrokerConfig, ConfigError, load_config, validate_topic_config
 
 
 def test_properties_toml_and_overrides(tmp_path):
@@ -53,7 +53,35 @@ def test_topic_configs_are_validated():
     with pytest.raises(ConfigError, match="min.insync.replicas"):
         validate_topic_config({"min.insync.replicas": "0"})
     with pytest.raises(ConfigError, match="cleanup.policy"):
-        validate_topic_config({"cleanup.policy": "compact"})
+        validate_topic_config({"cleanup.policy": "compress"})
+
+
+def test_compaction_topic_configs_are_validated_and_normalised():
+    assert validate_topic_config({"cleanup.policy": "Delete, compact", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.25",
+                                  "min.compaction.lag.ms": 5, "segment.ms": "60000"}) == {
+        "cleanup.policy": "compact,delete", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.25",
+        "min.compaction.lag.ms": "5", "segment.ms": "60000"}
+    for key, bad in [("cleanup.policy", "compact,purge"), ("cleanup.policy", ""), ("delete.retention.ms", "-1"),
+                     ("min.cleanable.dirty.ratio", "1.5"), ("min.cleanable.dirty.ratio", "nan"), ("min.cleanable.dirty.ratio", "x"),
+                     ("min.compaction.lag.ms", "-5"), ("segment.ms", "0")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            validate_topic_config({key: bad})
+
+
+def test_log_cleaner_broker_configs_are_validated():
+    cfg = BrokerConfig({"broker.id": 1})
+    assert cfg["log.cleaner.enable"] is True
+    assert cfg["log.cleanup.policy"] == "delete"
+    assert cfg["log.cleaner.dedupe.buffer.size"] == 128 * 1024 * 1024
+    assert BrokerConfig({"broker.id": 1, "log.cleaner.io.max.bytes.per.second": "1e6"})["log.cleaner.io.max.bytes.per.second"] == 1e6
+    for key, bad in [("log.cleanup.policy", "sometimes"), ("log.cleaner.threads", "0"), ("log.cleaner.dedupe.buffer.size", "1000"),
+                     ("log.cleaner.io.max.bytes.per.second", "0"), ("log.cleaner.backoff.ms", "-1"),
+                     ("log.cleaner.delete.retention.ms", "-1"), ("log.cleaner.min.cleanable.ratio", "2"),
+                     ("log.cleaner.min.compaction.lag.ms", "-1"), ("log.cleaner.enable", "maybe")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            BrokerConfig({"broker.id": 1, key: bad})
+    with pytest.raises(ConfigError, match=r"log\.cleaner\.dedupe\.buffer\.size.*per thread"):
+        BrokerConfig({"broker.id": 1, "log.cleaner.threads": 4, "log.cleaner.dedupe.buffer.size": 200_000})
 
 
 def test_sample_configs_load():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafkalite.log.config import LogConfig
 from kafkalite.log.errors import OffsetMismatchError, OffsetOutOfRangeError
 from kafkalite.log.log import Log
-from kafkalite.log.records import decode_records, encode_batch, validate_batches
+from kafkalite.log.records import Record, decode_records, encode_batch, validate_batches
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=150, roll_ms=1000, retention_ms=-1)
 
@@ -170,8 +170,25 @@ def test_follower_append_keeps_offsets_and_learns_epochs(tmp_path):
     assert (result.first_offset, result.last_offset) == (0, 2)
     assert log.read(0, 10_000) == batch + later  # byte-identical
     assert log.leader_epoch_cache.epoch_entries() == [(3, 0), (5, 2)]
+    with pytest.raises(OffsetMismatchError):  # offsets never go backwards
+        log.append_as_follower(encode_batch([(None, b"c", ())], base_offset=2, base_timestamp=1))
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_follower_append_accepts_offset_gaps_of_a_compacted_leader(tmp_path):
+    """A compacted leader serves batches with offsets missing before, between and inside
+    them (the cleaner keeps base offsets and last offset deltas); the follower keeps them
+    unchanged, and reads step over the gaps."""
+    log = Log.open(str(tmp_path / "g-0"), CONFIG, now_ms=0)
+    first = encode_batch([Record(4, 1, b"k", b"a"), Record(6, 1, b"j", b"b")], base_offset=3, base_timestamp=1)
+    later = encode_batch([(b"k", b"c", ())], base_offset=10, base_timestamp=1)
+    result = log.append_as_follower(first + later)
+    assert (result.first_offset, result.last_offset, log.log_end_offset) == (3, 10, 11)
+    assert log.read(0, 10_000) == first + later
+    assert log.read(7, 10_000) == later  # an offset in a gap reads from the next batch
     with pytest.raises(OffsetMismatchError):
-        log.append_as_follower(encode_batch([(None, b"c", ())], base_offset=7, base_timestamp=1))
+        log.append_as_follower(encode_batch([(b"k", b"d", ())], base_offset=10, base_timestamp=1))
     log.close()
 
 

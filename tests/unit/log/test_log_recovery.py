@@ -161,7 +161,8 @@ def test_unknown_files_and_dirs_are_left_alone(tmp_path):
     (log_dir / "notes.txt").write_text("keep me")
     (log_dir / "t-0").mkdir()
     (log_dir / "t-0" / "README").write_text("mine")
-    (log_dir / "t-0" / "00000000000000000000.log.swap").write_text("x")
+    # (.cleaned, .swap and .deleted are the log cleaner's: tests/unit/log/test_segment_swap.py)
+    (log_dir / "t-0" / "00000000000000000000.log.bak").write_text("x")
     manager = LogManager([str(log_dir)], CONFIG)
     manager.open_all(now_ms=0)
     assert set(manager.logs()) == {("t", 0)}
@@ -169,7 +170,7 @@ def test_unknown_files_and_dirs_are_left_alone(tmp_path):
     assert (log_dir / "notes.txt").read_text() == "keep me"
     assert (log_dir / "lost+found").is_dir()
     assert (log_dir / "t-0" / "README").read_text() == "mine"
-    assert (log_dir / "t-0" / "00000000000000000000.log.swap").exists()
+    assert (log_dir / "t-0" / "00000000000000000000.log.bak").exists()
 
 
 def test_topic_names_with_dashes_split_on_last_dash(tmp_path):
