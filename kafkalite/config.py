@@ -124,6 +124,19 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("leader.imbalance.check.interval.seconds", "int", 300, "how often imbalance is checked", _positive, "> 0"),
     Setting("leader.imbalance.per.broker.percentage", "int", 10, "imbalance that triggers a rebalance", lambda v: 0 <= v <= 100, "0..100"),
     Setting("producer.id.block.size", "int", 1000, "producer ids reserved per ZooKeeper round trip", _positive, "> 0"),
+    Setting("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets, fixed when it is created", _positive, "> 0"),
+    Setting("offsets.topic.replication.factor", "int", 3, "replication factor of __consumer_offsets (at most the live brokers)", _positive, "> 0"),
+    Setting("offsets.topic.segment.bytes", "int", 100 * 1024 * 1024, "segment size of __consumer_offsets", lambda v: v >= 1024, ">= 1024"),
+    Setting("offsets.retention.minutes", "int", 10080, "committed offsets of an empty group expire after this", _positive, "> 0"),
+    Setting("offsets.retention.check.interval.ms", "int", 600000, "how often expired offsets are removed", _positive, "> 0"),
+    Setting("offsets.commit.timeout.ms", "int", 5000, "how long an offset commit or group write waits for the ISR", _positive, "> 0"),
+    Setting("offsets.load.buffer.size", "int", 5 * 1024 * 1024, "bytes read at a time when loading an offsets partition", _positive, "> 0"),
+    Setting("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset", _non_negative, ">= 0"),
+    Setting("group.min.session.timeout.ms", "int", 6000, "smallest session timeout a consumer may ask for", _positive, "> 0"),
+    Setting("group.max.session.timeout.ms", "int", 1800000, "largest session timeout a consumer may ask for", _positive, "> 0"),
+    Setting("group.max.size", "int", 2147483647, "most members in one consumer group", _positive, "> 0"),
+    Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
+            _non_negative, ">= 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
     Setting("log.level", "str", "INFO", "logging level", lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "DEBUG, INFO, WARNING, ERROR"),
 )
@@ -235,6 +248,9 @@ class BrokerConfig:
             raise ConfigError(f"config key 'log.cleaner.dedupe.buffer.size': {merged['log.cleaner.dedupe.buffer.size']} leaves "
                               f"{per_thread} bytes to each of the {merged['log.cleaner.threads']} log.cleaner.threads; "
                               f"allowed: >= {DEDUPE_BUFFER_BYTES_MIN} per thread")
+        if merged["group.min.session.timeout.ms"] > merged["group.max.session.timeout.ms"]:
+            raise ConfigError(f"config key 'group.min.session.timeout.ms': {merged['group.min.session.timeout.ms']} is more than "
+                              f"group.max.session.timeout.ms={merged['group.max.session.timeout.ms']}")
         self._values = merged
 
     def __getitem__(self, key: str) -> Any:

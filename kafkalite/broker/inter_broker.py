@@ -61,7 +61,9 @@ class InterBrokerHandlers:
     async def _UpdateMetadata(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         await self.broker.registered.wait()
         self.rm.check_controller(int(h["controller_epoch"]), h.get("broker_epoch"))
-        self.broker.metadata_cache.apply_update(h)
+        deleted = self.broker.metadata_cache.apply_update(h)
+        if deleted:
+            self.broker.groups.on_partitions_deleted(deleted)  # their committed offsets go
         for b in self.broker.metadata_cache.brokers.values():
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
         self.rm.apply_topic_configs(h.get("topic_configs") or {})

@@ -17,6 +17,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
+from kafkalite.broker.group_coordinator import OFFSETS_TOPIC
+from kafkalite.core.group_messages import partition_for
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.placement import assign_replicas
 from kafkalite.core.replica_selector import ClientMetadata
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_LEN_MAX = 249
-GROUP_APIS = {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
+OFFSETS_TOPIC_CREATE_WAIT_MS = 5000  # then COORDINATOR_NOT_AVAILABLE, and the client asks again
+GROUP_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
               ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS,
               ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE}
 
@@ -72,7 +75,7 @@ class KafkaApis:
         """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata)."""
         key = header.api_key
         if key in GROUP_APIS:
-            return None  # answered by the listener with COORDINATOR_NOT_AVAILABLE via error_response
+            return await self.broker.groups.serve(header, body, client_address, lambda tp: self.cache.partition(*tp) is not None)
         if key == ApiKey.FETCH:
             return await self.fetch(header, body, client_address)
         handler = _HANDLERS[key]
@@ -111,7 +114,7 @@ class KafkaApis:
                     "leader_epoch": m.leader_epoch, "replica_nodes": list(m.replicas),
                     "isr_nodes": live_isr, "offline_replicas": list(m.offline_replicas),
                 })
-            topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": plist})
+            topics.append({"error_code": 0, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": plist})
         brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(cache.brokers.values(), key=lambda b: b.id)]
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
                 "controller_id": cache.controller_id, "topics": topics}
@@ -130,8 +133,8 @@ class KafkaApis:
                     bad[tp] = int(ErrorCode.INVALID_REQUIRED_ACKS)
                 elif body.get("transactional_id"):
                     bad[tp] = int(ErrorCode.INVALID_REQUEST)  # transactions are not supported
-                elif topic_name_error(t["name"]) is not None:
-                    bad[tp] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+                elif topic_name_error(t["name"]) is not None or t["name"] == OFFSETS_TOPIC:
+                    bad[tp] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)  # (only the group coordinator writes the offsets topic)
                 else:
                     entries.append((tp[0], tp[1], pd["records"]))
         t0 = time.monotonic()
@@ -392,6 +395,8 @@ class KafkaApis:
         (rack aware with racks) from its partition 0's first broker."""
         if topic_name_error(name) is not None:
             raise fail(ErrorCode.INVALID_TOPIC_EXCEPTION, topic_name_error(name))
+        if name == OFFSETS_TOPIC:  # every tool maps a group to a partition by the partition count
+            raise fail(ErrorCode.INVALID_PARTITIONS, f"the partition count of the internal topic {OFFSETS_TOPIC} cannot change")
         found = await asyncio.get_running_loop().run_in_executor(None, self.broker.zk.get_topic_assignment, name)
         if found is None:
             raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -429,6 +434,8 @@ class KafkaApis:
         for name in body["topic_names"]:
             if topic_name_error(name) is not None:
                 out.append({"name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION)})
+            elif name == OFFSETS_TOPIC:
+                out.append({"name": name, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION)})  # internal, as in Kafka
             elif not self.settings["delete.topic.enable"]:
                 out.append({"name": name, "error_code": int(ErrorCode.TOPIC_DELETION_DISABLED)})
             elif name not in self.cache.topics:
@@ -448,6 +455,46 @@ class KafkaApis:
                     if r["name"] == name:
                         r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
         return {"throttle_time_ms": 0, "responses": out}
+
+    # -- FindCoordinator ----------------------------------------------------------------
+    async def find_coordinator(self, header: RequestHeader, body: dict) -> dict:
+        """The group's coordinator: the leader of its `__consumer_offsets` partition, as
+        Kafka computes it (the topic is created by the first FindCoordinator, as in Kafka;
+        clients retry COORDINATOR_NOT_AVAILABLE meanwhile)."""
+
+        def answer(code: ErrorCode, message: str | None, node: Any = None) -> dict:
+            return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+                    "node_id": node.id if node else -1, "host": node.host if node else "", "port": node.port if node else -1}
+
+        if body.get("key_type", 0) != 0:
+            return answer(ErrorCode.INVALID_REQUEST, "transaction coordinators are not supported: only key_type 0 (group)")
+        if OFFSETS_TOPIC not in self.cache.topics:
+            await self._create_offsets_topic()
+        parts = self.cache.topics.get(OFFSETS_TOPIC)
+        if not parts:
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+        meta = parts.get(partition_for(body["key"], len(parts)))
+        node = self.cache.brokers.get(meta.leader) if meta is not None else None
+        if node is None:
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no live leader")
+        return answer(ErrorCode.NONE, None, node)
+
+    async def _create_offsets_topic(self) -> None:
+        """`offsets.topic.num.partitions` partitions, replicated on min(RF, live brokers),
+        compacted, acknowledged by min(2, RF) replicas."""
+        live = len(self.cache.brokers)
+        if live == 0:
+            return
+        rf = min(self.settings["offsets.topic.replication.factor"], live)
+        config = {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, rf)),
+                  "segment.bytes": str(self.settings["offsets.topic.segment.bytes"])}
+        spec = TopicSpec(OFFSETS_TOPIC, self.settings["offsets.topic.num.partitions"], rf, config, {})
+        results = await self._create_topics([spec], OFFSETS_TOPIC_CREATE_WAIT_MS)
+        code, message = results[OFFSETS_TOPIC]
+        if code not in (0, int(ErrorCode.TOPIC_ALREADY_EXISTS)):
+            log.warning("creating %s: %s", OFFSETS_TOPIC, message)
+        elif code == 0:
+            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, spec.partitions, rf)
 
     # -- InitProducerId -----------------------------------------------------------------
     async def init_producer_id(self, header: RequestHeader, body: dict) -> dict:
@@ -553,4 +600,5 @@ _HANDLERS = {
     ApiKey.DESCRIBE_CONFIGS: KafkaApis.describe_configs,
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
     ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
+    ApiKey.FIND_COORDINATOR: KafkaApis.find_coordinator,
 }

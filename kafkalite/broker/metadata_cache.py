@@ -36,9 +36,12 @@ class MetadataCache:
         self._racks: dict[int, str | None] = {}
         self._racks_version = -1
 
-    def apply_update(self, body: dict[str, Any]) -> None:
-        """Apply an UpdateMetadata body: full snapshot or a delta of changed partitions."""
+    def apply_update(self, body: dict[str, Any]) -> list[tuple[str, int]]:
+        """Apply an UpdateMetadata body: full snapshot or a delta of changed partitions.
+        Returns the partitions it deleted (of deleted topics, or removed partitions)."""
         update = UpdateMetadata.from_wire(body)
+        deleted = [(t, p) for t in update.deleted_topics for p in self.topics.get(t, {})]
+        deleted += [(t, p) for t, p in update.deleted_partitions if p in self.topics.get(t, {})]
         self.controller_id = update.controller_id
         self.controller_epoch = update.controller_epoch
         self.brokers = {b.id: b for b in update.brokers}
@@ -55,6 +58,7 @@ class MetadataCache:
         for topic, cfg in update.topic_configs.items():
             self.topic_configs[topic] = dict(cfg)
         self.version += 1
+        return [tp for tp in dict.fromkeys(deleted) if self.partition(*tp) is None]
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         return self.topics.get(topic, {}).get(partition)

@@ -83,6 +83,9 @@ class ReplicaManager:
         # racks, the controller's ISR) for the consumer-fetch decision (KIP-392).
         self.cluster_view: Callable[[tuple[str, int]], ClusterView] = lambda tp: ClusterView()
         self._hw_checkpoint: dict[tuple[str, int], int] = {}
+        # Set by the broker: told of every role change carried out (the group coordinator
+        # follows the leadership of the offsets topic's partitions).
+        self.on_roles_changed: Callable[[core_rm.RoleChanges], None] = lambda changes: None
 
     @property
     def broker_epoch(self) -> int:
@@ -176,10 +179,22 @@ class ReplicaManager:
             self.delayed.wake(tp)
         if changes.codes or changes.removed:
             self.metrics.partitions_changed(self)
+        self.on_roles_changed(changes)
 
     # -- produce ------------------------------------------------------------------------
     async def append_records(self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], dict[str, Any]]:
         """Append to local leaders; with acks=all wait until the HW passes every batch."""
+        results, waiting = self.append_now(acks, entries)
+        return await self.wait_appended(results, waiting, timeout_ms)
+
+    def append_now(
+        self, acks: int, entries: list[tuple[str, int, bytes]], *, leader_epochs: Mapping[tuple[str, int], int] | None = None,
+    ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], ProducePartitionStatus]]:
+        """The synchronous part of an append: each batch is in its leader's log (or has its
+        error) when this returns, so appends made one after another land in that order.
+        `leader_epochs`: append only as the leader in that epoch (NOT_LEADER_OR_FOLLOWER
+        otherwise), as the group coordinator writes for the epoch it loaded its groups in.
+        Returns the results and, with acks=all, what `wait_appended` waits for."""
         t = wall_ms()  # stamps the log (segment age, timestamps)
         results: dict[tuple[str, int], dict[str, Any]] = {}
         waiting: dict[tuple[str, int], ProducePartitionStatus] = {}
@@ -187,6 +202,8 @@ class ReplicaManager:
             tp = (topic, p)
             try:
                 part = self.core.check_append(tp, acks, self.min_isr(topic))
+                if leader_epochs is not None and part.leader_epoch != leader_epochs[tp]:
+                    raise fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{p} is led in epoch {part.leader_epoch}, not {leader_epochs[tp]}")
                 max_bytes = int(self.topic_configs.get(topic, {}).get("max.message.bytes", self.settings["message.max.bytes"]))
                 if records is None or len(records) > max_bytes:
                     raise fail(ErrorCode.MESSAGE_TOO_LARGE if records else ErrorCode.CORRUPT_MESSAGE)
@@ -203,6 +220,12 @@ class ReplicaManager:
                     waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
             except OPERATING_ERRORS as e:
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
+        return results, waiting
+
+    async def wait_appended(
+        self, results: dict[tuple[str, int], dict[str, Any]], waiting: dict[tuple[str, int], ProducePartitionStatus], timeout_ms: int,
+    ) -> dict[tuple[str, int], dict[str, Any]]:
+        """acks=all: `results` with the error of each batch the HW did not pass in time."""
         if waiting:
             # The core's DelayedProduce fails a partition whose log no longer holds the
             # batch as appended, even if this broker leads again (guarantee 4).

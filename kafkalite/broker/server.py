@@ -41,6 +41,7 @@ from kafkalite.broker.controller_events import (
 )
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
+from kafkalite.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinatorDriver, coordinator_config
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.log_cleaner import LogCleanerDriver
@@ -114,6 +115,7 @@ class Broker:
         self.broker_epoch = -1
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None
         self.rpc_server: RpcServer | None = None
@@ -155,6 +157,7 @@ class Broker:
         self.replica_manager.load_local_partitions()
         await self._connect_zookeeper()
         await self._delete_unassigned_partitions()
+        await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
@@ -178,6 +181,7 @@ class Broker:
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
+        self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -245,6 +249,19 @@ class Broker:
         gone = self.replica_manager.delete_unassigned(mine)
         if gone:
             log.info("deleted %d local partitions no longer assigned here: %s", len(gone), gone[:10])
+
+    async def _start_group_coordinator(self) -> None:
+        """The group coordinator maps groups to the offsets topic's partitions: their number
+        is the topic's own if it exists (it may predate a change of
+        offsets.topic.num.partitions), as in Kafka."""
+        found = await self.loop.run_in_executor(None, self.zk.get_topic_assignment, OFFSETS_TOPIC)
+        partitions = len(found[0].partitions) if found is not None else self.settings["offsets.topic.num.partitions"]
+        if found is not None and partitions != self.settings["offsets.topic.num.partitions"]:
+            log.warning("%s has %d partitions, not offsets.topic.num.partitions=%d: using %d", OFFSETS_TOPIC, partitions,
+                        self.settings["offsets.topic.num.partitions"], partitions)
+        self.groups = GroupCoordinatorDriver(coordinator_config(self.settings, partitions), self.replica_manager, self.settings,
+                                             self._on_fatal)
+        self.replica_manager.on_roles_changed = self.groups.on_roles_changed
 
     async def _register(self) -> None:
         host, port = self.cfg.advertised_listener()
