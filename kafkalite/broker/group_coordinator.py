@@ -106,7 +106,7 @@ class GroupCoordinatorDriver:
         core ends the process (its state can no longer be trusted)."""
         try:
             ready = self.core.handle(event, self._clock())
-        except Exception as e:  # noqa: BLE001 - assertion or illegal transition: fatal
+        except Exception as e:  # an assertion or illegal transition in the core: fatal
             self._on_fatal(e)
             raise
         self._carry_out(ready)
@@ -140,7 +140,7 @@ class GroupCoordinatorDriver:
                     try:
                         await asyncio.wait_for(self._wakeup.wait(), delay_s)
                         continue  # a new deadline may be earlier
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                 self._carry_out(self.core.poll(self._clock()))
         finally:

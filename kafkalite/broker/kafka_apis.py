@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.broker.group_coordinator import OFFSETS_TOPIC
-from kafkalite.core.group_messages import partition_for
 from kafkalite.config import ConfigError, validate_topic_config
+from kafkalite.core.group_messages import partition_for
 from kafkalite.core.placement import assign_replicas
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
