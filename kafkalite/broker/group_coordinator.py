@@ -90,6 +90,9 @@ class GroupCoordinatorDriver:
         self._wakeup: asyncio.Event | None = None
         self._owned: set[asyncio.Task] = set()  # appends waiting for the ISR, loads
         self._loads: dict[int, asyncio.Task] = {}
+        # The high watermark of each partition a group here has committed an offset for,
+        # refreshed by the broker from the partitions' leaders (per-group lag on /metrics).
+        self.end_offsets: dict[tuple[str, int], int] = {}
 
     @property
     def offsets_topic_partitions(self) -> int:
@@ -245,6 +248,23 @@ class GroupCoordinatorDriver:
         if self._leads(load) is not None:
             log.info("loaded %s-%d: %d records up to offset %d", OFFSETS_TOPIC, load.partition, count, end)
             self.submit(RecordsLoaded(load.partition, load.leader_epoch, (), done=True))
+
+    # -------------------------------------------------------------- lag
+
+    def committed(self) -> dict[str, dict[tuple[str, int], int]]:
+        """The committed offsets of the loaded groups coordinated here (a read-only view)."""
+        return {g.group_id: {tp: c.offset for tp, c in g.offsets.items()} for g in self.core.groups.values() if g.offsets}
+
+    def lags(self) -> list[tuple[str, tuple[str, int], int]]:
+        """(group, partition, lag) for each committed offset whose partition's end is known:
+        the high watermark minus the committed offset, never below 0."""
+        out = []
+        for group, offsets in sorted(self.committed().items()):
+            for tp, offset in sorted(offsets.items()):
+                end = self.end_offsets.get(tp)
+                if end is not None:
+                    out.append((group, tp, max(0, end - offset)))
+        return out
 
     # -------------------------------------------------------------- the group APIs
 

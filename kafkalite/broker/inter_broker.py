@@ -116,6 +116,17 @@ class InterBrokerHandlers:
                 pos += len(data)
         return {"error": 0, "partitions": out}, b"".join(chunks)
 
+    async def _EndOffsets(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """The high watermarks of partitions led here (a group coordinator's lag figures)."""
+        out = []
+        for t, p in h["partitions"]:
+            part = self.rm.partitions.get((t, int(p)))
+            if part is None or not part.is_leader:
+                out.append([t, p, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1])
+            else:
+                out.append([t, p, 0, part.hw])
+        return {"error": 0, "partitions": out}, b""
+
     async def _OffsetsForLeaderEpoch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         out = []
         for t, p, current_epoch, requested_epoch in h["partitions"]:

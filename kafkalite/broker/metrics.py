@@ -44,6 +44,19 @@ class _StateCollector:
                  len(cleaner.manager.uncleanable) if cleaner else 0)
         yield _g("kafkalite_log_cleaner_max_dirty_ratio", "dirty ratio of the log the cleaner chose last",
                  cleaner.manager.max_dirty_ratio if cleaner else 0)
+        groups = b.groups
+        if groups is not None:
+            group_lag = GaugeMetricFamily("kafkalite_consumer_group_lag", "a consumer group's lag on a partition: the high "
+                                          "watermark minus its committed offset (groups coordinated by this broker)",
+                                          labels=["group", "topic", "partition"])
+            for group, (t, p), v in groups.lags():
+                group_lag.add_metric([group, t, str(p)], v)
+            yield group_lag
+            members = GaugeMetricFamily("kafkalite_consumer_group_members", "members of each consumer group coordinated by this broker",
+                                        labels=["group", "state"])
+            for g in groups.core.groups.values():
+                members.add_metric([g.group_id, g.state.value], len(g.members))
+            yield members
         lag = GaugeMetricFamily("kafkalite_replica_fetcher_lag", "follower lag behind the leader's LEO, in messages", labels=["topic", "partition"])
         for (t, p), v in sorted(b.metrics.lags.items()):
             lag.add_metric([t, str(p)], v)

@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 ALTER_ISR_LINGER_S = 0.02
 ALTER_ISR_RETRY_BACKOFF_S = 0.2
 CLIENT_LISTENER_WARN_S = 10.0
+GROUP_LAG_REFRESH_S = 5.0
 
 
 def log_config_from(cfg: BrokerConfig) -> LogConfig:
@@ -182,6 +183,7 @@ class Broker:
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
+        self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -470,6 +472,37 @@ class Broker:
         async with self._cleaner_checkpoint_lock:  # two writers would share the file's .tmp
             points = self.logs.cleaner_checkpoints()
             await self.loop.run_in_executor(None, self.logs.write_cleaner_checkpoints, points)
+
+    async def _refresh_group_lag(self) -> None:
+        """The high watermarks of the partitions the groups coordinated here committed
+        offsets for: read locally where this broker leads, asked of the other leaders
+        (EndOffsets) otherwise. A leader that does not answer leaves its figures stale."""
+        wanted = {tp for offsets in self.groups.committed().values() for tp in offsets}
+        ends: dict[tuple[str, int], int] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in sorted(wanted):
+            meta = self.metadata_cache.partition(*tp)
+            if meta is None or meta.leader < 0:
+                continue
+            part = self.replica_manager.partitions.get(tp)
+            if meta.leader == self.broker_id and part is not None and part.is_leader:
+                ends[tp] = part.hw
+            else:
+                by_leader.setdefault(meta.leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            client = self.peer_client(leader)
+            if client is None:
+                continue
+            try:
+                reply, _ = await client.call("EndOffsets", {"partitions": [list(tp) for tp in tps]}, timeout_ms=5000)
+            except RpcError as e:
+                log.debug("EndOffsets from %d failed: %s", leader, e)
+                ends.update({tp: self.groups.end_offsets[tp] for tp in tps if tp in self.groups.end_offsets})
+                continue
+            for t, p, error, hw in reply.get("partitions", []):
+                if error == 0:
+                    ends[(t, int(p))] = int(hw)
+        self.groups.end_offsets = ends
 
     def _high_watermarks(self) -> dict[tuple[str, int], int]:
         return {tp: part.hw for tp, part in self.replica_manager.partitions.items()}
