@@ -4,10 +4,15 @@ verifying producer writes with acks=all, then check that nothing acknowledged wa
 At most one broker is down or paused at a time, so with RF 3 and min.insync.replicas=2 the
 guarantee of DESIGN.md section 7 applies: every acknowledged write must survive.
 
-Liveness counts as much as safety, so two kinds of stall fail the run too: the producer
-getting no acknowledgement for `--stall-seconds` while every partition has a leader (a
-client stranded by the cluster), and a live cluster not fully replicated 60 s after an
-action (a live broker left out of the ISR).
+A consumer group reads the topic meanwhile (`--group-members`, kafkalite.testing.group_watch):
+its members commit synchronously, and an assigned partition must never start below a
+commit acknowledged before; at the end the commits read back must be the acknowledged ones.
+
+Liveness counts as much as safety, so these stalls fail the run too: the producer getting
+no acknowledgement for `--stall-seconds` while every partition has a leader (a client
+stranded by the cluster), the group consuming nothing that long while the producer is
+acknowledged, the group not catching up with the producer 120 s after the end, and a live
+cluster not fully replicated 60 s after an action (a live broker left out of the ISR).
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import threading
 import time
 
 from kafkalite.testing.cluster import ClusterError, LocalCluster
-from kafkalite.testing.probes import partition_view, wait_fully_replicated
+from kafkalite.testing.group_watch import GroupWatch
+from kafkalite.testing.probes import partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
 from kafkalite.testing.verify import VerifyingProducer, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def say(msg: str) -> None:
@@ -41,10 +48,14 @@ def ensure_topic(boot: str, topic: str, partitions: int, rf: int, min_isr: int) 
 
 
 def wait_healthy(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float) -> bool:
+    """The chaos topic and the consumer group's offsets topic fully replicated within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
     try:
         wait_fully_replicated(cluster, topic, partitions, timeout_s)
+        wait_until(lambda: topic_fully_replicated(cluster, OFFSETS_TOPIC), max(deadline - time.monotonic(), 1),
+                   f"every {OFFSETS_TOPIC} partition to have its full ISR")
         return True
-    except AssertionError:
+    except (AssertionError, ClusterError, OSError):
         return False
 
 
@@ -59,9 +70,11 @@ class StallWatch(threading.Thread):
     """Every second: has the producer been without an acknowledgement for `stall_s` while
     every partition has a leader? Each such stall is reported once, when it is seen."""
 
-    def __init__(self, cluster: LocalCluster, producer: VerifyingProducer, topic: str, partitions: int, stall_s: float):
+    def __init__(self, cluster: LocalCluster, producer: VerifyingProducer, topic: str, partitions: int, stall_s: float,
+                 group: GroupWatch | None = None):
         super().__init__(daemon=True, name="stall-watch")
         self.cluster, self.producer, self.topic, self.partitions, self.stall_s = cluster, producer, topic, partitions, stall_s
+        self.group = group
         self.stalls: list[str] = []
         self._halt = threading.Event()
 
@@ -69,8 +82,10 @@ class StallWatch(threading.Thread):
         self._halt.set()
 
     def run(self) -> None:
-        in_stall = False
+        in_stall = group_stall = False
         while not self._halt.wait(1.0):
+            if self.group is not None:
+                group_stall = self._check_group(group_stall)
             silent_s = self.producer.seconds_since_last_ack()
             if silent_s < self.stall_s:
                 if in_stall:
@@ -86,6 +101,25 @@ class StallWatch(threading.Thread):
             self.stalls.append(msg)
             say(msg)
 
+    def _check_group(self, in_stall: bool) -> bool:
+        """The group consumed nothing for `stall_s` while the producer was acknowledged and
+        every partition had a leader: a group stranded by the cluster. Returns whether the
+        group is in such a stall now."""
+        assert self.group is not None
+        idle_s = self.group.ledger.stalled_s()
+        if idle_s < self.stall_s:
+            if in_stall:
+                say(f"  the consumer group consumed again after {idle_s:.0f} s")
+            return False
+        if in_stall or self.producer.seconds_since_last_ack() >= self.stall_s or not every_partition_led(self.cluster, self.topic, self.partitions):
+            return in_stall
+        ledger = self.group.ledger
+        msg = (f"GROUP STALL: the consumer group consumed nothing for {idle_s:.0f} s while the producer was acknowledged "
+               f"(consumed {ledger.consumed}, commits {ledger.commits}, assignments {ledger.rebalances})")
+        self.stalls.append(msg)
+        say(msg)
+        return True
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bin/chaos", description=__doc__.split("\n\n")[0])
@@ -100,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--stall-seconds", type=float, default=30,
                     help="fail when the producer gets no acknowledgement this long while every partition has a leader")
+    ap.add_argument("--group-members", type=int, default=2, help="consumers in the verifying consumer group (0: none)")
     ap.add_argument("--replication-seconds", type=float, default=60,
                     help="fail when the cluster is not fully replicated this long after an action")
     args = ap.parse_args(argv)
@@ -129,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     producer = VerifyingProducer(boot, args.topic, rate_per_s=args.rate, seconds_max=args.seconds + 300,
                                  prefix=f"chaos{seed}")
     producer.start()
-    watch = StallWatch(cluster, producer, args.topic, args.partitions, args.stall_seconds)
+    group = None
+    if args.group_members > 0:
+        group = GroupWatch(boot, args.topic, f"chaos{seed}-group", members=args.group_members, seconds_max=args.seconds + 600)
+        group.start()
+    watch = StallWatch(cluster, producer, args.topic, args.partitions, args.stall_seconds, group)
     watch.start()
     done_actions = []
     not_replicated: list[str] = []
@@ -186,6 +225,23 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {p}")
     say(f"{len(done_actions)} actions: " + ", ".join(f"{a}({v})" for a, v in done_actions))
     say(("NOTHING ACKNOWLEDGED WAS LOST. " if verdict.ok else "ACKNOWLEDGED DATA WAS LOST OR MOVED. ") + verdict.summary())
+    group_problems: list[str] = []
+    if group is not None:
+        acked_max: dict[int, int] = {}
+        for a in list(producer.acked.values()):
+            acked_max[a.partition] = max(acked_max.get(a.partition, -1), a.offset)
+        deadline = time.monotonic() + 120
+        while not group.caught_up(acked_max) and time.monotonic() < deadline:
+            time.sleep(1)
+        if not group.caught_up(acked_max):
+            not_replicated.append("GROUP STALL: the consumer group did not consume every acknowledged record within 120 s of the end")
+        group.stop()
+        group_problems = group.ledger.problems + group.lost_commits(args.partitions)
+        ledger = group.ledger
+        say(f"consumer group: {ledger.consumed} records consumed, {ledger.commits} commits acknowledged, "
+            f"{ledger.rebalances} assignments; " + ("NO ACKNOWLEDGED COMMIT WAS LOST" if not group_problems else "COMMITS WERE LOST"))
+        for p in group_problems[:20]:
+            say(f"  {p}")
     liveness = watch.stalls + not_replicated
     if liveness:
         say(f"LIVENESS FAILED: {len(watch.stalls)} producer stalls, {len(not_replicated)} times not fully replicated")
@@ -194,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         say(f"LIVENESS OK: the producer was never silent for {args.stall_seconds:.0f} s and the cluster was fully "
             f"replicated within {args.replication_seconds:.0f} s of every action")
-    return 0 if verdict.ok and not liveness else 1
+    return 0 if verdict.ok and not liveness and not group_problems else 1
 
 
 if __name__ == "__main__":

@@ -63,5 +63,24 @@ def fully_replicated(cluster, topic: str, partitions: int) -> bool:
     return True
 
 
+def topic_fully_replicated(cluster, topic: str) -> bool:
+    """Every partition of `topic` (however many it has; True if it does not exist) has a
+    leader and its whole replica set in the ISR, as the live broker with the newest
+    controller epoch sees it (one /state read per broker)."""
+    best: tuple[int, int] | None = None
+    view: dict[str, Any] = {}
+    for b in cluster.status()["brokers"]:
+        if not b["alive"]:
+            continue
+        try:
+            st = broker_state(b["admin_port"])
+        except OSError:
+            continue
+        rank = (st["metadata"]["controller_epoch"], 1 if st["controller"].get("active") else 0)
+        if best is None or rank > best:
+            best, view = rank, st["metadata"]["topics"].get(topic, {})
+    return best is not None and all(v["leader"] >= 0 and len(v["isr"]) == len(v["replicas"]) for v in view.values())
+
+
 def wait_fully_replicated(cluster, topic: str, partitions: int, timeout_s: float = 60) -> None:
     wait_until(lambda: fully_replicated(cluster, topic, partitions), timeout_s, f"every {topic} partition to have its full ISR")

@@ -148,6 +148,7 @@ def test_bin_chaos_reports_nothing_lost(cluster):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout
+    assert "NO ACKNOWLEDGED COMMIT WAS LOST" in proc.stdout  # the verifying consumer group
     assert "actions:" in proc.stdout
 
 
