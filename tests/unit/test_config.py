@@ -149,3 +149,16 @@ def test_the_broker_command_reports_a_bad_selector_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert "replica.selector.class" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_group_coordinator_configs_are_validated():
+    cfg = BrokerConfig({"broker.id": 1})
+    assert cfg["offsets.topic.num.partitions"] == 50
+    assert cfg["group.initial.rebalance.delay.ms"] == 3000
+    for key, bad in [("offsets.topic.num.partitions", "0"), ("offsets.topic.replication.factor", "0"),
+                     ("offsets.retention.minutes", "0"), ("offsets.commit.timeout.ms", "-5"), ("offset.metadata.max.bytes", "-1"),
+                     ("group.max.size", "0"), ("group.initial.rebalance.delay.ms", "-1"), ("group.min.session.timeout.ms", "x")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            BrokerConfig({"broker.id": 1, key: bad})
+    with pytest.raises(ConfigError, match=r"group\.min\.session\.timeout\.ms.*group\.max\.session\.timeout\.ms"):
+        BrokerConfig({"broker.id": 1, "group.min.session.timeout.ms": 10_000, "group.max.session.timeout.ms": 5_000})

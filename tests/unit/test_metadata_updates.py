@@ -37,3 +37,25 @@ def test_racks_follow_every_update_of_the_live_brokers():
     assert cache.racks() == {1: "a", 2: "b", 3: None}
     cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(3, None))).to_wire())  # 2 died
     assert cache.racks() == {1: "a", 3: None}
+
+
+def test_an_update_reports_the_partitions_it_deleted():
+    """The group coordinator drops committed offsets of deleted partitions: the cache says
+    which partitions an update deleted (a deleted topic's, removed partitions), and only those."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.core.messages import BrokerEndpoint, PartitionMetadata, UpdateMetadata
+
+    brokers = (BrokerEndpoint(1, "127.0.0.1", 9001, 9101, 9201, None, 1),)
+
+    def meta(topic: str, p: int) -> PartitionMetadata:
+        return PartitionMetadata(topic, p, 1, 0, (1,), (1,), ())
+
+    cache = MetadataCache()
+    created = UpdateMetadata(1, 1, -1, brokers, (meta("a", 0), meta("a", 1), meta("b", 0), meta("b", 1)), full=True)
+    assert cache.apply_update(created.to_wire()) == []
+    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_topics=("a", "gone")).to_wire()) == [("a", 0), ("a", 1)]
+    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_partitions=(("b", 1), ("b", 7))).to_wire()) == [("b", 1)]
+    # listed again in the same update (a merged delta): not deleted
+    again = UpdateMetadata(1, 1, -1, brokers, (meta("b", 0),), deleted_topics=("b",))
+    assert cache.apply_update(again.to_wire()) == []
+    assert cache.partition("b", 0) is not None
