@@ -31,6 +31,7 @@ Exit codes: 0 ok, 1 failed (one line on stderr), 2 usage error.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -189,6 +190,7 @@ def run_consume(args: argparse.Namespace) -> int:
     except KafkaException as e:
         return fail("consume", str(e.args[0]))
     session = _ConsumeSession(consumer, args, idle_ms)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` leaves the group cleanly, as Ctrl-C does
     try:
         if args.group is None:
             start = OFFSET_BEGINNING if args.from_beginning else args.offset if args.offset is not None else OFFSET_END
@@ -206,6 +208,10 @@ def run_consume(args: argparse.Namespace) -> int:
         return fail("consume", error)
     print(f"consumed {session.count} messages", file=sys.stderr)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _consume_usage_problem(args: argparse.Namespace) -> str | None:

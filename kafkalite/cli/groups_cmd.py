@@ -140,7 +140,8 @@ def _print_description(group: GroupDescription, lags: list[PartitionLag]) -> Non
 
     console = console_for_tables()
     console.print(f"group {group.group_id}: state {group.state}, protocol type {group.protocol_type or '-'}, "
-                  f"assignor {group.protocol or '-'}, coordinator broker {group.coordinator}, {len(group.members)} members")
+                  f"assignor {group.protocol or '-'}, coordinator broker {group.coordinator}, "
+                  f"{len(group.members)} member{'' if len(group.members) == 1 else 's'}")
     if group.members:
         members = Table("member id", "instance id", "client id", "host", "partitions", title="members")
         for m in group.members:

@@ -142,8 +142,8 @@ def run_reset(args: argparse.Namespace) -> int:
             tps = _partitions(admin, specs)
             group = admin.describe_group(args.group)
             if args.execute and not group.inactive:
-                return fail(COMMAND, f"consumer group {args.group!r} has {len(group.members)} active members "
-                                     f"(state {group.state}): offsets can be reset only while the group is inactive "
+                return fail(COMMAND, f"consumer group {args.group!r} is {group.state} with {len(group.members)} "
+                                     "active members: offsets can be reset only while the group is inactive "
                                      "(Empty or Dead); stop its consumers first")
             committed = admin.committed_offsets(args.group)
             target = new_offsets(args, admin, tps, timestamp_ms)
@@ -173,4 +173,4 @@ def _print(args: argparse.Namespace, state: str, members: int, plan: list[Planne
         return
     console.print("dry run: nothing committed (add --execute to commit these offsets)")
     if state not in INACTIVE_STATES:
-        console.print(f"note: group {args.group} is {state} with {members} members; --execute is refused until it is Empty")
+        console.print(f"note: group {args.group} is {state} with {members} active members; --execute is refused until it is Empty")
