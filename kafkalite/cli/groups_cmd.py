@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.cli import groups_reset
-from kafkalite.cli.admin_client import AdminError, add_bootstrap_argument, console_for_tables, fail, resolve_bootstrap
+from kafkalite.cli.admin_client import AdminError, add_bootstrap_argument, console_for_tables, counted, fail, resolve_bootstrap
 from kafkalite.cli.group_admin import LATEST_TIMESTAMP, TP, GroupAdminClient, GroupDescription, GroupMember
 
 
@@ -141,7 +141,7 @@ def _print_description(group: GroupDescription, lags: list[PartitionLag]) -> Non
     console = console_for_tables()
     console.print(f"group {group.group_id}: state {group.state}, protocol type {group.protocol_type or '-'}, "
                   f"assignor {group.protocol or '-'}, coordinator broker {group.coordinator}, "
-                  f"{len(group.members)} member{'' if len(group.members) == 1 else 's'}")
+                  f"{counted(len(group.members), 'member')}")
     if group.members:
         members = Table("member id", "instance id", "client id", "host", "partitions", title="members")
         for m in group.members:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kafkalite.cli.admin_client import AdminError, add_bootstrap_argument, console_for_tables, fail, resolve_bootstrap
+from kafkalite.cli.admin_client import AdminError, add_bootstrap_argument, console_for_tables, counted, fail, resolve_bootstrap
 from kafkalite.cli.group_admin import EARLIEST_TIMESTAMP, INACTIVE_STATES, LATEST_TIMESTAMP, NO_OFFSET, TP, GroupAdminClient
 
 COMMAND = "groups reset-offsets"
@@ -142,8 +142,8 @@ def run_reset(args: argparse.Namespace) -> int:
             tps = _partitions(admin, specs)
             group = admin.describe_group(args.group)
             if args.execute and not group.inactive:
-                return fail(COMMAND, f"consumer group {args.group!r} is {group.state} with {len(group.members)} "
-                                     "active members: offsets can be reset only while the group is inactive "
+                return fail(COMMAND, f"consumer group {args.group!r} is {group.state} with "
+                                     f"{counted(len(group.members), 'active member')}: offsets can be reset only while the group is inactive "
                                      "(Empty or Dead); stop its consumers first")
             committed = admin.committed_offsets(args.group)
             target = new_offsets(args, admin, tps, timestamp_ms)
@@ -169,8 +169,8 @@ def _print(args: argparse.Namespace, state: str, members: int, plan: list[Planne
         table.add_row(e.topic, str(e.partition), "-" if e.current_offset is None else str(e.current_offset), str(e.new_offset))
     console.print(table)
     if args.execute:
-        console.print(f"committed the new offsets of {len(plan)} partitions for group {args.group}")
+        console.print(f"committed the new offsets of {counted(len(plan), 'partition')} for group {args.group}")
         return
     console.print("dry run: nothing committed (add --execute to commit these offsets)")
     if state not in INACTIVE_STATES:
-        console.print(f"note: group {args.group} is {state} with {members} active members; --execute is refused until it is Empty")
+        console.print(f"note: group {args.group} is {state} with {counted(members, 'active member')}; --execute is refused until it is Empty")
