@@ -317,6 +317,11 @@ def fail(command: str, message: str, code: int = 1) -> int:
     return code
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 member', '2 members'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def console_for_tables() -> Any:
     """A rich Console; when stdout is not a terminal (pipes, tests) it is wide enough that
     no table cell wraps, so `grep UNDER-REPLICATED` works."""
