@@ -220,15 +220,16 @@ def wait_phase(view: GroupView, live: set[int], start_kind: str, starters: set[i
 
 
 def hold_still(view: GroupView, live: set[int], settle_s: float) -> str | None:
-    """Events during `settle_s` after a phase; a complaint if the assignment moved."""
-    before = {i: view.held.get(i) for i in live}
+    """Events during `settle_s` after a phase; a complaint if the assignment moved (a
+    cooperative member's late on_assign with nothing new is not a move)."""
+    held = {i: view.held.get(i) for i in live}
     deadline = time.monotonic() + settle_s
     moved = []
     while (event := view.next_event(deadline)) is not None:
-        if event[0] in ("assign", "revoke", "lost") and event[1] in live:
-            moved.append(f"{event[0]} member {event[1]} {event[3]}")
-    after = {i: view.held.get(i) for i in live}
-    if moved or before != after:
+        if event[0] in ("assign", "revoke", "lost") and event[1] in live and event[3] != held[event[1]]:
+            moved.append(f"{event[0]} member {event[1]} {held[event[1]]} -> {event[3]}")
+            held[event[1]] = event[3]
+    if moved:
         return f"assignment changed after the phase completed: {', '.join(moved)}"
     return None
 
