@@ -72,6 +72,9 @@ class SimConfig:
 
     # Deliberately broken variants, to show the checker can fail.
     bug_truncate_to_hw: bool = False  # seed section C's "truncate to HW" instead of KIP-101
+    # The simulated group driver reports an offsets append completed as soon as the leader
+    # wrote it (acks=1), so commits are acknowledged before they are replicated.
+    bug_offsets_acks_leader: bool = False
 
     def __post_init__(self) -> None:
         assert self.brokers >= self.replication_factor >= 1

@@ -63,11 +63,12 @@ class GroupClients:
         self.committing = True
         self.fetching = True
         self.fetches_checked = 0
+        self.last_fetched: dict[GTP, int] = {}  # the offset each group partition was last fetched at
         self.final: dict[str, str] = {}  # group -> "" once its final fetch was checked, else the last error
 
     def start(self) -> None:
         for c in self.committers:
-            self.sim.sched.after(1, "client commit", lambda c=c: self._commit(c))
+            self.sim.sched.after(1, "client commit", lambda c=c: self._commit_tick(c))
         self.sim.sched.after(1, "client offset fetch", self._fetch_tick)
 
     def coordinator(self, group: str) -> int:
@@ -79,15 +80,21 @@ class GroupClients:
 
     def _commit_later(self, c: Committer) -> None:
         self.sim.sched.after(self.sim.rng.randint(1, self.cfg.group_commit_interval_ms_max), "client commit",
-                             lambda: self._commit(c))
+                             lambda: self._commit_tick(c))
 
-    def _commit(self, c: Committer) -> None:
+    def _commit_tick(self, c: Committer) -> None:
         if not self.committing:
             return
+        if self.commit(c) is None:
+            self._commit_later(c)  # no coordinator known yet
+
+    def commit(self, c: Committer, then: Callable[[ErrorCode], None] | None = None) -> int | None:
+        """One OffsetCommit of the committer's next offset (None: no coordinator known);
+        `then` gets its answer (REQUEST_TIMED_OUT: none came)."""
         coordinator = self.coordinator(c.group)
         if coordinator < 0:
-            self._commit_later(c)
-            return
+            return None
+        assert not c.in_flight, "one commit in flight per committer"
         offset = c.next_offset
         c.next_offset += 1
         c.in_flight = True
@@ -101,11 +108,14 @@ class GroupClients:
                 (result,) = resp.partitions
                 code = result.error
             self.sim.checker.on_commit_answered(c.key, offset, code, coordinator)
+            if then is not None:
+                then(code)
             self._commit_later(c)
 
         timeout = self.cfg.offsets_commit_timeout_ms + 4 * self.cfg.net_delay_ms_max
         self.sim.clients.rpc(coordinator, "OffsetCommit", {"group": c.group, "offsets": [(c.tp, offset)]},
                              timeout, on_response)  # type: ignore[arg-type]
+        return offset
 
     # ------------------------------------------------------------ fetches
 
@@ -114,6 +124,9 @@ class GroupClients:
             self.fetch(self.sim.rng.choice(self.groups), None)
             self.sim.sched.after(self.sim.rng.randint(1, self.cfg.group_fetch_interval_ms_max), "client offset fetch",
                                  self._fetch_tick)
+
+    def committer(self, group: str, tp: TP) -> Committer:
+        return next(c for c in self.committers if c.key == (group, tp))
 
     def fetch(self, group: str, on_error: Callable[[str], None] | None) -> None:
         """OffsetFetch of the group's partitions from its coordinator; the answer is checked
@@ -141,6 +154,7 @@ class GroupClients:
                     self.sim.checker.fail(f"groups: OffsetFetch of {group} {tp} from b{coordinator} answered {f.error.name}")
                     continue
                 self.sim.checker.on_offset_fetched((group, tp), floors[tp], f.offset, coordinator)
+                self.last_fetched[(group, tp)] = f.offset
             if on_error is None:
                 return
             self.final[group] = ""

@@ -151,6 +151,9 @@ class SimGroupDriver:
             return
         payloads = [self.sim.store_offsets_record(tp, *encode_record(record)) for record in append.records]
         first, epoch = broker.append_as_leader(rep, payloads)
+        if self.cfg.bug_offsets_acks_leader:  # deliberately broken: acks=1 (SimConfig)
+            self._later(AppendCompleted(append.append_id, first))
+            return
 
         def done(code: ErrorCode) -> None:
             if code == E.NONE:
