@@ -91,6 +91,22 @@ def test_controlled_shutdown_moves_the_coordinator_and_commits_go_on() -> None:
         sim.settle()
 
 
+def test_moving_an_offsets_partition_away_from_its_coordinator_keeps_its_commits() -> None:
+    """A reassignment (issue 9) of g0's offsets partition to replicas without its leader:
+    the new leader loads the commits the old one acknowledged."""
+    for seed in range(3):
+        sim = start(seed, brokers=4)
+        otp = offsets_tp(sim, "g0")
+        old = zk_state(sim, otp)
+        target = tuple(b for b in sorted(sim.brokers) if b != old["leader"])
+        acked = sim.checker.commit_acked[("g0", TP0)]
+        sim.reassign({otp: target})
+        sim.run_until(lambda: set(sim.assignments[otp]) == set(target) and coordinator_loaded(sim, "g0"), timeout_ms=4000)
+        assert zk_state(sim, otp)["leader"] != old["leader"]
+        sim.run_until(lambda: sim.checker.commit_acked[("g0", TP0)] > acked, timeout_ms=2000)
+        sim.settle()
+
+
 def _commit_in_flight_when_leadership_moves(seed: int, cfg_overrides: dict[str, object]) -> tuple[Simulation, int, list]:
     """g0's coordinator L appends a commit its followers never fetch (their fetches of the
     offsets partition are dropped); then a controlled shutdown moves the leadership to a
