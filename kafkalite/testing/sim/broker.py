@@ -30,6 +30,7 @@ from kafkalite.core.purgatory import DelayedProduce, ProducePartitionStatus, Pur
 from kafkalite.core.replica_manager import Follow, Replica, ReplicaManager, RoleChanges
 from kafkalite.core.truncation import assign_epoch, truncate_epochs_from_end
 from kafkalite.testing.sim import zk as zkm
+from kafkalite.testing.sim.group_driver import SimGroupDriver
 from kafkalite.testing.sim.world import ZK, Message
 
 if TYPE_CHECKING:
@@ -102,12 +103,14 @@ class SimBroker:
         self.sid: int | None = None
         self.controller: SimControllerDriver | None = None
         self.purgatory: Purgatory[int] = Purgatory()
-        self.produce_ops: dict[int, tuple[DelayedProduce, Message, int, int, int]] = {}
+        self.produce_ops: dict[int, tuple[DelayedProduce, Callable[[ErrorCode], None]]] = {}
         self.pending_rpcs: dict[int, Callable[[Any], None]] = {}
         self.shutdown_attempts = 0  # > 0 while a controlled shutdown is under way
         self._shutdown_inflight = False
         self.unassigned_checked = False  # seed E's start-up check against the topic znodes
         self.deferred = []
+        # Issue 10: the group coordinator core, volatile like the replica manager's state.
+        self.groups = SimGroupDriver(self) if self.cfg.offsets_partitions else None
 
     @property
     def broker_epoch(self) -> int:
@@ -302,6 +305,8 @@ class SimBroker:
             self.sim.node_after(self.id, 0, "fetch", lambda tp=tp: self._maybe_fetch(tp))
         for tp in changes.touched + changes.removed:
             self._hw_moved(tp)  # fails acks=all waiting here when the role went
+        if self.groups is not None:
+            self.groups.on_roles_changed(changes)
 
     # ------------------------------------------------------------ follower side (transport)
 
@@ -417,32 +422,46 @@ class SimBroker:
             rep = self.rm.check_append(tp, -1, self.cfg.min_insync_replicas)
         except CoreError as error:
             return {"error": int(error.code)}
-        offset, epoch = rep.leo, rep.leader_epoch
-        rep.log.append((epoch, payload))
+        offset, epoch = self.append_as_leader(rep, [payload])
+
+        def done(code: ErrorCode) -> None:
+            if code == E.NONE:
+                self.sim.checker.on_ack(self, tp, epoch, offset, payload)
+                self.respond(msg, {"error": 0, "offset": offset})
+            else:
+                self.respond(msg, {"error": int(code)})
+
+        self.await_acks_all(tp, offset, epoch, self.cfg.produce_timeout_ms, done)
+        return None
+
+    def append_as_leader(self, rep: SimReplica, payloads: list[int]) -> tuple[int, int]:
+        """One batch per payload at the log end, in the leader's epoch: (first offset, epoch)."""
+        first, epoch = rep.leo, rep.leader_epoch
+        rep.log.extend((epoch, payload) for payload in payloads)
         if self.cfg.flush_mode == "always":
             rep.disk.flushed = rep.leo
         rep.leader_appended()
-        op = DelayedProduce({tp: ProducePartitionStatus(offset, epoch, self.cfg.min_insync_replicas)})
+        return first, epoch
+
+    def await_acks_all(self, tp: TP, last_offset: int, epoch: int, timeout_ms: int,
+                       done: Callable[[ErrorCode], None]) -> None:
+        """acks=all: `done` is called once with the core DelayedProduce's outcome for the
+        batches up to `last_offset` appended in `epoch` (NONE once the HW passes them)."""
+        op = DelayedProduce({tp: ProducePartitionStatus(last_offset, epoch, self.cfg.min_insync_replicas)})
         op_id = self.sim.next_id()
-        self.produce_ops[op_id] = (op, msg, offset, payload, epoch)
-        if self.purgatory.add(op_id, [tp], self.now + self.cfg.produce_timeout_ms, lambda: op.try_complete(self.replicas.get)):
+        self.produce_ops[op_id] = (op, done)
+        if self.purgatory.add(op_id, [tp], self.now + timeout_ms, lambda: op.try_complete(self.replicas.get)):
             self._finish_produce(op_id)
         self._hw_moved(tp)
-        return None
 
     def _hw_moved(self, tp: TP) -> None:
         for op_id in self.purgatory.check_and_complete(tp):
             self._finish_produce(op_id)
 
     def _finish_produce(self, op_id: int) -> None:
-        op, msg, offset, payload, epoch = self.produce_ops.pop(op_id)
-        tp = msg.body["tp"]
-        code = int(op.result()[tp])
-        if code == 0:
-            self.sim.checker.on_ack(self, tp, epoch, offset, payload)
-            self.respond(msg, {"error": 0, "offset": offset})
-        else:
-            self.respond(msg, {"error": code})
+        op, done = self.produce_ops.pop(op_id)
+        (code,) = op.result().values()
+        done(code)
 
     # ------------------------------------------------------------ consumers
 
@@ -461,6 +480,16 @@ class SimBroker:
         records = rep.log[offset: min(hw, offset + self.cfg.fetch_records_max)] if offset < hw else []
         self.sim.checker.on_consumer_served(self, tp, offset, len(records), hw)
         return {"error": 0, "offset": offset, "records": records, "hw": hw}
+
+    # ------------------------------------------------------------ consumer groups (issue 10)
+
+    def handle_OffsetCommit(self, msg: Message) -> None:
+        assert self.groups is not None
+        self.groups.on_offset_commit(msg)  # answered by the core, maybe later
+
+    def handle_OffsetFetch(self, msg: Message) -> None:
+        assert self.groups is not None
+        self.groups.on_offset_fetch(msg)
 
     # ------------------------------------------------------------ controller RPCs
 

@@ -10,6 +10,15 @@ kafkalite.core.invariants (and on the events that matter: become-leader, ack, re
 4. at most one leader per (partition, leader epoch); no deposed leader acknowledges an
    acks=all write (an ack in epoch e for an offset the leader of a later epoch did not
    hold when it took over).
+Consumer groups (issue 10, with `offsets_partitions`): the `__consumer_offsets` partitions
+are checked like any other (1-4 above; an offsets record is "produced" when the group
+coordinator appends it and "acked" when its append completes), and
+5. an acknowledged offset commit is never lost: an OffsetFetch answers, for each group
+   partition, an offset that was sent and is not below the last commit acknowledged before
+   the fetch was sent (one committer per group partition, offsets increasing; a commit
+   answered with an error or not at all may or may not have been written); at most one
+   coordinator per (offsets partition, leader epoch); once the cluster settled, the leader
+   of every offsets partition coordinates its groups (loaded) at its leader epoch.
 Plus the replica-state rules (check_partition_invariants) and the controller's state
 (check_controller_state). Nothing invented: every stored payload was produced to it.
 
@@ -27,10 +36,13 @@ A removed partition's acknowledged records are deliberately gone: they are count
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import invariants as inv
+from kafkalite.core.codes import ErrorCode
+from kafkalite.core.group_messages import NO_OFFSET
 from kafkalite.testing.sim import zk as zkm
 
 if TYPE_CHECKING:
@@ -38,6 +50,10 @@ if TYPE_CHECKING:
     from kafkalite.testing.sim.runner import Simulation
 
 TP = tuple[str, int]
+GTP = tuple[str, TP]  # (group id, topic partition)
+OFFSETS_TOPIC = "__consumer_offsets"
+COMMIT_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                              ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT})
 
 
 class Checker:
@@ -66,6 +82,10 @@ class Checker:
         self.acked_removed = 0  # acknowledged records of removed partitions (deliberately gone)
         self.moves_finished = 0
         self.moves_cancelled = 0
+        # Consumer groups (issue 10).
+        self.commits_sent: defaultdict[GTP, list[int]] = defaultdict(list)  # increasing
+        self.commit_acked: dict[GTP, int] = {}  # the last commit answered NONE
+        self.commits_acked = 0
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -129,6 +149,60 @@ class Checker:
         if not self.sim.loss_permitted and tp not in self.removed:
             self.fail(f"guarantee 1/3: consumer position {position} on {tp} is beyond leader b{leader}'s LEO {leo}")
 
+    # ------------------------------------------------------------ consumer groups (issue 10)
+
+    def on_commit_sent(self, key: GTP, offset: int) -> None:
+        sent = self.commits_sent[key]
+        assert not sent or offset > sent[-1], "a committer's offsets increase"
+        sent.append(offset)
+
+    def on_commit_answered(self, key: GTP, offset: int, code: ErrorCode, coordinator: int) -> None:
+        if code is ErrorCode.NONE:
+            previous = self.commit_acked.get(key)
+            assert previous is None or offset > previous, "one commit in flight per committer"
+            self.commit_acked[key] = offset
+            self.commits_acked += 1
+        elif code not in COMMIT_RETRIABLE:
+            self.fail(f"groups: commit of {key} offset {offset} answered {code.name} by b{coordinator}")
+
+    def on_offset_fetched(self, key: GTP, floor: int | None, fetched: int, coordinator: int) -> None:
+        """Guarantee 5. `floor`: the last commit acknowledged before the fetch was sent."""
+        sent = self.commits_sent.get(key, [])
+        if fetched == NO_OFFSET:
+            ok = floor is None
+        else:
+            i = bisect.bisect_left(sent, fetched)
+            ok = i < len(sent) and sent[i] == fetched and (floor is None or fetched >= floor)
+        if not ok:
+            after = [o for o in sent if floor is None or o > floor]
+            self.fail(f"guarantee 5: b{coordinator} answered {key} offset {fetched}; the last commit acknowledged"
+                      f" before the fetch was {floor}, sent after it: {after[:5]}{'...' if len(after) > 5 else ''}")
+
+    def _check_coordinators(self) -> None:
+        """At most one coordinator of an offsets partition per leader epoch."""
+        seen: dict[tuple[int, int], int] = {}
+        for broker in self.sim.running_brokers():
+            if broker.groups is None:
+                return
+            for p, owned in broker.groups.core.partitions.items():
+                other = seen.setdefault((p, owned.leader_epoch), broker.id)
+                if other != broker.id:
+                    self.fail(f"groups: offsets partition {p} epoch {owned.leader_epoch} coordinated by b{other}"
+                              f" and b{broker.id} at once")
+
+    def _coordinators_settled(self) -> list[str]:
+        out = []
+        for p in range(self.sim.cfg.offsets_partitions):
+            node = self.sim.zk.get(zkm.state_path((OFFSETS_TOPIC, p)))
+            if node is None or node.data["leader"] not in self.sim.brokers:
+                continue  # reported as a partition without leader
+            leader, epoch = node.data["leader"], node.data["leader_epoch"]
+            broker = self.sim.brokers[leader]
+            loaded = broker.groups.loaded_epoch(p) if broker.running and broker.groups is not None else None
+            if loaded != epoch:
+                out.append(f"offsets partition {p}: its leader b{leader} coordinates it at epoch {loaded}, not {epoch}")
+        return out
+
     # ------------------------------------------------------------ every step
 
     def check_step(self) -> None:
@@ -143,6 +217,8 @@ class Checker:
             self._check_partition(tp, node.data)
         for v in inv.check_controller_state(zk_states, sim.assignments):
             self.fail(f"controller state: {v}")
+        if sim.cfg.offsets_partitions:
+            self._check_coordinators()
 
     def _check_partition(self, tp: TP, zk_state: dict[str, Any]) -> None:
         sim = self.sim
@@ -310,6 +386,8 @@ class Checker:
         assignments = sim.assignments
         for tp, replicas in sorted(assignments.items()):
             out.extend(self._partition_settled(tp, replicas))
+        if sim.cfg.offsets_partitions:
+            out.extend(self._coordinators_settled())
         for broker in sim.running_brokers():
             strays = sorted(tp for tp in set(broker.disk) | set(broker.replicas) if broker.id not in assignments.get(tp, ()))
             if strays:

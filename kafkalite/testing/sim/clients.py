@@ -29,9 +29,9 @@ class Clients:
         self.cfg = sim.cfg
         self.next_payload = 1
         self.produce_inflight = 0
-        self.positions: dict[TP, int] = {tp: 0 for tp in sorted(sim.assignments)}
+        self.positions: dict[TP, int] = {tp: 0 for tp in sim.data_partitions}
         self.pending: dict[int, Callable[[dict[str, Any] | None], None]] = {}
-        self.acked_by_client: dict[TP, dict[int, int]] = {tp: {} for tp in sorted(sim.assignments)}
+        self.acked_by_client: dict[TP, dict[int, int]] = {tp: {} for tp in sim.data_partitions}
         self.answers: dict[int, int] = {}  # payload -> error code of its produce answer (-1: none came)
         self.gone: dict[TP, int] = {}  # partitions found removed -> UNKNOWN_TOPIC_OR_PARTITION answers then
         self.producing = True
@@ -45,7 +45,7 @@ class Clients:
         node = self.sim.zk.get(zkm.state_path(tp))
         return -1 if node is None else node.data["leader"]
 
-    def _rpc(self, dst: int, kind: str, body: dict[str, Any], timeout_ms: int,
+    def rpc(self, dst: int, kind: str, body: dict[str, Any], timeout_ms: int,
              on_response: Callable[[dict[str, Any] | None], None]) -> None:
         rpc_id = self.sim.next_id()
         self.pending[rpc_id] = on_response
@@ -68,7 +68,7 @@ class Clients:
     def _produce_tick(self) -> None:
         rng = self.sim.rng
         if self.producing and self.produce_inflight < self.cfg.produce_inflight_max:
-            tp = rng.choice(sorted(self.sim.assignments))
+            tp = rng.choice(self.sim.data_partitions)
             leader = self._leader(tp)
             if leader >= 0:
                 self.produce(tp, leader)
@@ -89,7 +89,7 @@ class Clients:
                 self._maybe_gone(tp)
 
         timeout = self.cfg.produce_timeout_ms + 4 * self.cfg.net_delay_ms_max
-        self._rpc(leader, "Produce", {"tp": tp, "payload": payload, "acks": -1}, timeout, on_response)
+        self.rpc(leader, "Produce", {"tp": tp, "payload": payload, "acks": -1}, timeout, on_response)
         return payload
 
     # ------------------------------------------------------------ consumer
@@ -99,7 +99,7 @@ class Clients:
         for tp in [tp for tp in self.positions if tp not in self.sim.assignments]:
             del self.positions[tp]  # removed: metadata no longer lists it
         if self.consuming:
-            tp = rng.choice(sorted(self.sim.assignments))
+            tp = rng.choice(self.sim.data_partitions)
             leader = self._leader(tp)
             if leader >= 0:
                 self._fetch(tp, leader)
@@ -123,7 +123,7 @@ class Clients:
             self.sim.checker.on_consumed(tp, position, records)
             self.positions[tp] = position + len(records)
 
-        self._rpc(leader, "Fetch", {"tp": tp, "offset": position}, self.cfg.request_timeout_ms, on_response)
+        self.rpc(leader, "Fetch", {"tp": tp, "offset": position}, self.cfg.request_timeout_ms, on_response)
 
     def _maybe_gone(self, tp: TP) -> None:
         """UNKNOWN_TOPIC_OR_PARTITION: gone if the topic no longer lists it (a metadata

@@ -54,12 +54,27 @@ class SimConfig:
     consume_interval_ms_max: int = 40
     fetch_records_max: int = 8
 
+    # Consumer groups (issue 10). 0 leaves them out (and every seed's schedule as it was);
+    # N > 0 creates `__consumer_offsets` with N partitions (replication factor and
+    # min.insync.replicas as above), runs a group coordinator core in every broker and
+    # the offset-committing clients of kafkalite.testing.sim.group_clients.
+    offsets_partitions: int = 0
+    groups: int = 4  # group ids g0, g1, ... each committing for `group_topic_partitions`
+    group_topic_partitions: int = 2  # of topic t: one committer per (group, partition)
+    group_commit_interval_ms_max: int = 40
+    group_fetch_interval_ms_max: int = 80
+    offsets_commit_timeout_ms: int = 400  # offsets.commit.timeout.ms
+    offsets_load_chunk_records: int = 16  # records per RecordsLoaded (offsets.load.buffer.size)
+
     # Controller failover elects away from ISR members that re-registered after the
     # partition state was written (kafkalite.core.controller, Controller._fence_bounced).
     failover_detects_bounced_brokers: bool = True
 
     # Deliberately broken variants, to show the checker can fail.
     bug_truncate_to_hw: bool = False  # seed section C's "truncate to HW" instead of KIP-101
+    # The simulated group driver reports an offsets append completed as soon as the leader
+    # wrote it (acks=1), so commits are acknowledged before they are replicated.
+    bug_offsets_acks_leader: bool = False
 
     def __post_init__(self) -> None:
         assert self.brokers >= self.replication_factor >= 1
@@ -67,3 +82,5 @@ class SimConfig:
         assert self.flush_mode in ("always", "random")
         assert self.replica_lag_time_max_ms > self.tick_ms
         assert self.zk_session_timeout_ms > self.tick_ms
+        assert self.offsets_partitions >= 0
+        assert self.offsets_load_chunk_records > 0

@@ -169,14 +169,14 @@ class FaultInjector:
         self.sim.cancel_reassignment()
 
     def _remove_partition(self) -> None:
-        partitions = sorted(self.sim.assignments)
+        partitions = self.sim.data_partitions  # never __consumer_offsets
         if len(partitions) < 2:
             return  # a topic keeps at least one partition
         self.admin_actions["remove_partition"] += 1
         self.sim.remove_partition(partitions[-1])
 
     def _add_partition(self) -> None:
-        partitions = sorted(self.sim.assignments)
+        partitions = self.sim.data_partitions
         if len(partitions) > self.cfg.partitions:
             return
         t, p = partitions[-1][0], partitions[-1][1] + 1

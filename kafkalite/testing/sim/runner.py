@@ -19,6 +19,8 @@ from kafkalite.testing.sim.checker import Checker
 from kafkalite.testing.sim.clients import Clients
 from kafkalite.testing.sim.config import SimConfig
 from kafkalite.testing.sim.faults import FaultInjector
+from kafkalite.testing.sim.group_clients import GroupClients
+from kafkalite.testing.sim.group_driver import OFFSETS_TOPIC
 from kafkalite.testing.sim.world import CLIENT, Message, Network, Scheduler, Trace
 from kafkalite.testing.sim.zk import ZkModel
 
@@ -59,6 +61,8 @@ class SimResult:
     partitions_removed: int = 0
     acked_removed: int = 0  # acknowledged records of removed partitions (deliberately gone)
     controller_waited_ms_max: int = 0
+    commits_acked: int = 0  # offset commits answered NONE (issue 10)
+    offset_fetches_checked: int = 0
 
 
 class Simulation:
@@ -77,10 +81,20 @@ class Simulation:
             "partitions": {p: [(p + j) % n + 1 for j in range(rf)] for p in range(self.cfg.partitions)},
             "adding": {}, "removing": {},
         })
+        if self.cfg.offsets_partitions:
+            # Issue 10: created by an admin like the data topic (Kafka creates it on the first
+            # FindCoordinator; here it exists from the start).
+            self.zk.create(zkm.topic_path(OFFSETS_TOPIC), {
+                "partitions": {p: [(p + 1 + j) % n + 1 for j in range(rf)] for p in range(self.cfg.offsets_partitions)},
+                "adding": {}, "removing": {},
+            })
+        # payload id -> (key, value) of an offsets record (the simulated log stores ids)
+        self.offsets_records: dict[int, tuple[bytes | None, bytes | None]] = {}
         self._assignments: tuple[int, dict[tuple[str, int], tuple[int, ...]]] = (-1, {})
         self.brokers = {b: SimBroker(self, b) for b in range(1, n + 1)}
         self.checker = Checker(self)
         self.clients = Clients(self)
+        self.group_clients = GroupClients(self, TOPIC) if self.cfg.offsets_partitions else None
         self.faults = FaultInjector(self)
         self.random_faults = random_faults
         self.loss_permitted = False
@@ -91,6 +105,8 @@ class Simulation:
         for broker in self.brokers.values():
             broker.start()
         self.clients.start()
+        if self.group_clients is not None:
+            self.group_clients.start()
         self.sched.after(ZK_EXPIRY_CHECK_MS, "zk expiry", self._zk_expiry)
 
     # ------------------------------------------------------------ plumbing
@@ -104,6 +120,19 @@ class Simulation:
             cached = {(t, p): r for t in self.zk.topics() for p, r in self.zk.assignment(t).items()}
             self._assignments = (self.zk.writes, cached)
         return cached
+
+    @property
+    def data_partitions(self) -> list[tuple[str, int]]:
+        """The partitions of the data topic (what producers, consumers and partition
+        removal pick from; `__consumer_offsets` is the group coordinators')."""
+        return [tp for tp in sorted(self.assignments) if tp[0] == TOPIC]
+
+    def store_offsets_record(self, tp: tuple[str, int], key: bytes | None, value: bytes | None) -> int:
+        """A new payload id for an offsets record about to be appended to `tp`."""
+        payload = self.next_id()
+        self.offsets_records[payload] = (key, value)
+        self.checker.on_produce_sent(tp, payload)
+        return payload
 
     def next_id(self) -> int:
         self._ids += 1
@@ -275,6 +304,10 @@ class Simulation:
                 if not broker.running and broker_id not in self.restart_delay_after_stop:
                     self.restart(broker_id)  # a controlled shutdown that stopped after the heal
             self.step()
+        if self.group_clients is not None:
+            problems = self.group_clients.final_check()
+            if problems:
+                raise SimulationFailure(self.seed, self.steps, [f"liveness: {p}" for p in problems], list(self.trace.recent))
         return self
 
     def result(self) -> SimResult:
@@ -287,6 +320,8 @@ class Simulation:
             moves_finished=self.checker.moves_finished, moves_cancelled=self.checker.moves_cancelled,
             partitions_removed=len(self.checker.removed), acked_removed=self.checker.acked_removed,
             controller_waited_ms_max=self.controller_waited_ms_max,
+            commits_acked=self.checker.commits_acked,
+            offset_fetches_checked=0 if self.group_clients is None else self.group_clients.fetches_checked,
         )
 
 
