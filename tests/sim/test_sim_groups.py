@@ -1,6 +1,6 @@
 """Consumer groups on the simulator (issue 10): the group coordinator core driven by the
 simulated brokers (kafkalite.testing.sim.group_driver), offset-committing clients, and
-guarantee 5 (an acknowledged offset commit is never lost; checker.py) checked on every
+the commit guarantee (an acknowledged offset commit is never lost; checker.py) checked on every
 OffsetFetch, and at the end of each run on every group's current coordinator once the
 cluster settled. Targeted schedules first, then a sweep of random ones.
 
@@ -71,7 +71,7 @@ def test_coordinator_crash_after_acknowledged_commits_loses_none(flush_mode: str
         # The new coordinator loaded g0's commits and takes new ones.
         sim.run_until(lambda: sim.checker.commit_acked[("g0", TP0)] > acked, timeout_ms=2000)
         sim.restart(old["leader"])
-        sim.settle()  # then every group's offsets are fetched and checked (guarantee 5)
+        sim.settle()  # then every group's offsets are fetched and checked (the commit guarantee)
         assert gc.last_fetched[("g0", TP0)] >= sim.checker.commit_acked[("g0", TP0)]
 
 
@@ -144,7 +144,7 @@ def test_a_commit_in_flight_when_the_coordinator_loses_leadership_is_answered_wi
 def test_acknowledging_offset_commits_before_replication_is_caught_by_the_checker() -> None:
     """The checker can fail: a driver that acknowledges commits once the leader wrote them
     (acks=1) loses an acknowledged commit when the leadership moves."""
-    with pytest.raises(SimulationFailure, match="guarantee 5"):
+    with pytest.raises(SimulationFailure, match="commit guarantee"):
         sim, _before, answers = _commit_in_flight_when_leadership_moves(1, {"bug_offsets_acks_leader": True})
         assert answers == [ErrorCode.NONE]
         sim.settle()

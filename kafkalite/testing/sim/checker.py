@@ -175,7 +175,7 @@ class Checker:
             ok = i < len(sent) and sent[i] == fetched and (floor is None or fetched >= floor)
         if not ok:
             after = [o for o in sent if floor is None or o > floor]
-            self.fail(f"guarantee 5: b{coordinator} answered {key} offset {fetched}; the last commit acknowledged"
+            self.fail(f"commit guarantee: b{coordinator} answered {key} offset {fetched}; the last commit acknowledged"
                       f" before the fetch was {floor}, sent after it: {after[:5]}{'...' if len(after) > 5 else ''}")
 
     def _check_coordinators(self) -> None:
