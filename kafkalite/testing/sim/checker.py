@@ -166,7 +166,7 @@ class Checker:
             self.fail(f"groups: commit of {key} offset {offset} answered {code.name} by b{coordinator}")
 
     def on_offset_fetched(self, key: GTP, floor: int | None, fetched: int, coordinator: int) -> None:
-        """Guarantee 5. `floor`: the last commit acknowledged before the fetch was sent."""
+        """The commit guarantee (guarantee 1 for offset commits). `floor`: the last commit acknowledged before the fetch was sent."""
         sent = self.commits_sent.get(key, [])
         if fetched == NO_OFFSET:
             ok = floor is None
