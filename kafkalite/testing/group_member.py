@@ -23,6 +23,7 @@ partition moving to another live member is not read twice. SIGTERM makes it stop
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -47,6 +48,7 @@ class Member:
             "auto.offset.reset": "earliest", "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": max(args.session_timeout_ms // 6, 100), "partition.assignment.strategy": "range",
             "client.id": args.client_id, "topic.metadata.refresh.interval.ms": 2000,
+            **({"debug": args.debug} if args.debug else {}),
         })
 
     def note(self, *fields: object) -> None:
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-every", type=int, default=25)
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--client-id", default="group-member")
+    parser.add_argument("--debug", default=os.environ.get("GROUP_MEMBER_DEBUG", ""), help="librdkafka debug contexts (to stderr)")
     args = parser.parse_args(argv)
     with open(args.journal, "a") as journal:
         member = Member(args, journal)
