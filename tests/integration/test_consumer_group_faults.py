@@ -474,6 +474,12 @@ def wait_state(port: int, group: str, states: set[str], timeout_s: float) -> str
     return wait_until(lambda: (s := group_state(port, group)) in states and s, timeout_s, f"{group} in {states}", interval_s=0.01)
 
 
+# The offsets topic in small segments, compacted as the test goes: the new coordinator loads
+# a log the cleaner has rewritten (and keeps rewriting while it loads).
+COMPACTING_OVERRIDES = {**GROUP_OVERRIDES, "offsets.topic.segment.bytes": 8192, "log.cleaner.backoff.ms": 200,
+                        "log.cleaner.min.cleanable.ratio": 0.1, "log.cleaner.dedupe.buffer.size": 16 << 20}
+
+
 def run_coordinator_failure(c, tmp_path, during_rebalance: bool) -> None:
     boot = c.status()["bootstrap"]
     group, topic = "g-orders", "orders"
@@ -568,12 +574,12 @@ def run_coordinator_failure(c, tmp_path, during_rebalance: bool) -> None:
 
 
 def test_coordinator_killed_in_a_stable_group_keeps_acknowledged_commits(cluster_factory, tmp_path):
-    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    c = cluster_factory(3, overrides=COMPACTING_OVERRIDES)
     run_coordinator_failure(c, tmp_path, during_rebalance=False)
 
 
 def test_coordinator_killed_during_a_rebalance_keeps_acknowledged_commits(cluster_factory, tmp_path):
-    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    c = cluster_factory(3, overrides=COMPACTING_OVERRIDES)
     run_coordinator_failure(c, tmp_path, during_rebalance=True)
 
 
@@ -752,6 +758,17 @@ def test_bad_group_requests_get_kafka_error_codes_and_the_group_still_serves(clu
                 assert wrong.leave([x])[0] == E.NOT_COORDINATOR
             finally:
                 wrong.wire.close()
+
+        # A negative rebalance timeout (Kafka takes it: its rebalance deadlines pass at once),
+        # in another group with the same coordinator.
+        other_group = next(g for g in (f"g-bad-{i}" for i in range(1000))
+                           if partition_for(g, OFFSETS_PARTITIONS) == partition_for(group, OFFSETS_PARTITIONS))
+        body = z.join_body("", group=other_group)
+        body["rebalance_timeout_ms"] = -1
+        assert z.wire.call(ApiKey.JOIN_GROUP, 5, body)["error_code"] == E.MEMBER_ID_REQUIRED
+        body["member_id"] = z.wire.call(ApiKey.JOIN_GROUP, 5, body)["member_id"]
+        assert z.wire.call(ApiKey.JOIN_GROUP, 5, body)["error_code"] == E.NONE
+        assert a.heartbeat(x, gen) == E.NONE
 
         # Leaving: unknown members are told so; the two members go.
         assert a.leave(["nobody"]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
