@@ -770,6 +770,27 @@ def test_bad_group_requests_get_kafka_error_codes_and_the_group_still_serves(clu
         assert z.wire.call(ApiKey.JOIN_GROUP, 5, body)["error_code"] == E.NONE
         assert a.heartbeat(x, gen) == E.NONE
 
+        # OffsetCommit v2-v4 retention: any int64 (the expiry used to overflow the record).
+        for retention_ms in (2**63 - 1, -(2**63)):
+            body = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": x, "retention_time_ms": retention_ms,
+                    "topics": [{"name": "events", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]}
+            (answered,) = a.wire.call(ApiKey.OFFSET_COMMIT, 2, body)["topics"]
+            assert [r["error_code"] for r in answered["partitions"]] == [E.NONE]
+        assert set(a.commit(x, gen, {0: 5}).values()) == {E.NONE}  # the broker's retention again
+
+        # A client id as long as the protocol allows: the member id made of it still fits.
+        long = RawMember(port, other_group, "c" * 32767)
+        try:
+            first = long.join("")
+            assert first["error_code"] == E.MEMBER_ID_REQUIRED
+            assert len(first["member_id"].encode()) <= 32767
+            joined = long.join(first["member_id"])
+            assert (joined["error_code"], joined["leader"]) == (E.NONE, first["member_id"])
+            assert long.sync(first["member_id"], joined["generation_id"], {first["member_id"]: assignment})["error_code"] == E.NONE
+            assert long.leave([first["member_id"]]) == (E.NONE, [E.NONE])
+        finally:
+            long.wire.close()
+
         # Leaving: unknown members are told so; the two members go.
         assert a.leave(["nobody"]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
         assert a.leave([x, y]) == (E.NONE, [E.NONE, E.NONE])

@@ -44,6 +44,22 @@ def test_join_v4_without_member_id_gets_member_id_required_then_joins_with_it(h)
     assert h.state() == "CompletingRebalance"
 
 
+@pytest.mark.parametrize("client_id", ["c" * 32767, "x" + "é" * 16383])
+def test_member_ids_of_the_longest_client_ids_still_fit_an_int16_string(h, client_id):
+    # Kafka's "<client id>-<uuid>" of a 32767-byte client id cannot be written: its answer
+    # failed to encode and a group with such a member could never store its record.
+    member, t = h.join_new(client_id=client_id)
+    assert len(member.encode()) <= 32767
+    assert member.endswith("-u1")
+    assert client_id.startswith(member[: -len("-u1")])  # cut between characters
+    h.settle_all()
+    assert h.answer(t).error is E.NONE
+    synced = h.sync("g", 1, member, [(member, b"A")])
+    h.complete()  # the group's record encodes
+    assert h.answer(synced).error is E.NONE
+    assert h.state() == "Stable"
+
+
 def test_pending_member_expires_after_its_session_timeout(h):
     resp = h.answer(h.join(require_known=True, session_ms=10_000))
     h.tick(10_000)
