@@ -5,13 +5,17 @@ a real ZooKeeper, confluent-kafka (librdkafka) consumers, raw Kafka requests.
 - a member killed with SIGKILL: its partitions move to the others within its session
   timeout plus a rebalance; every record is consumed; the only records read twice are those
   the killed member read after its last acknowledged commit of their partition;
-- the coordinator killed with kill -9, in a stable group and in the middle of a rebalance:
-  the group goes on on the new leader of its offsets partition; every acknowledged
-  OffsetCommit is there afterwards; a consumer joining later starts at the committed
-  offsets; the killed broker comes back and the group still works;
+- the coordinator killed with kill -9, in a stable group and in the middle of a rebalance,
+  its offsets topic compacted as it goes: the group goes on on the new leader of its offsets
+  partition (in a stable group, with the same members and partitions); the new
+  coordinator's first answer has every OffsetCommit acknowledged before the kill, and the
+  committed offsets at the end every one acknowledged at all; a consumer joining later
+  starts at the committed offsets; the killed broker comes back, becomes the coordinator
+  again, and the group still works;
 - bad group requests (unknown member, wrong generation, member id required, oversized
-  metadata, another protocol, a full group, the wrong broker) get Kafka's error codes, and
-  the coordinator goes on serving a well-behaved consumer in that group.
+  metadata, another protocol, a full group, the wrong broker, a negative rebalance timeout,
+  an int64 retention, the longest client id, an assignment too big to store) get Kafka's
+  error codes, and the coordinator goes on serving a well-behaved consumer in that group.
 
 Consumers that are killed run as processes (kafkalite.testing.group_member), which journal
 every record they processed and every commit they attempted and had acknowledged.
@@ -260,6 +264,7 @@ class Members:
             os.kill(proc.pid, signal.SIGTERM)
             proc.wait(timeout_s)
         assert proc.returncode == 0, f"member {name} exited with {proc.returncode}: {self.stderr(name)}"
+        assert self.journal(name).closed, f"member {name} did not close its consumer"
 
     def stderr(self, name: str) -> str:
         path = self.tmp / f"{name}.stderr"
@@ -427,15 +432,19 @@ class BackgroundProducer:
             self.producer.poll(self.interval_s)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        """Stop writing; every record written is acknowledged."""
+        self.halt()
         assert self.producer.flush(120) == 0
         assert self.errors == [], self.errors[:3]
 
+    def halt(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
 
 def consume_in_group(boot: str, group: str, topic: str, end: dict[int, int], timeout_s: float = 60) -> dict[int, int]:
-    """Join the group, read every partition up to `end`, commit, leave. Returns the first
-    offset read per partition (partitions with nothing to read are left out)."""
+    """Join the group, read every partition up to `end` (each must have records to read
+    from its committed offset), commit, leave. Returns the first offset read per partition."""
     consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 500})
     first: dict[int, int] = {}
@@ -448,9 +457,8 @@ def consume_in_group(boot: str, group: str, topic: str, end: dict[int, int], tim
             if msg is not None and msg.error() is None:
                 first.setdefault(msg.partition(), msg.offset())
                 position[msg.partition()] = msg.offset() + 1
-            if all(position.get(p, first.get(p, -1)) >= n for p, n in end.items() if n > 0 and p in first) and \
-                    all(p in first for p, n in end.items() if n > 0) and \
-                    all(position[p] == n for p, n in end.items() if p in position):
+                assert position[msg.partition()] <= end[msg.partition()], f"read past {end}: {msg.partition()}@{msg.offset()}"
+            if position == end:
                 consumer.commit(asynchronous=False)
                 return first
         raise AssertionError(f"{group}: read {position} of {end} in {timeout_s} s")
@@ -569,7 +577,7 @@ def run_coordinator_failure(c, tmp_path, during_rebalance: bool) -> None:
         assert all(b["alive"] for b in c.status()["brokers"]), "a broker died"
     finally:
         if producer is not None:
-            producer._stop.set()
+            producer.halt()
         members.kill_all()
 
 
@@ -765,8 +773,9 @@ def test_bad_group_requests_get_kafka_error_codes_and_the_group_still_serves(clu
                            if partition_for(g, OFFSETS_PARTITIONS) == partition_for(group, OFFSETS_PARTITIONS))
         body = z.join_body("", group=other_group)
         body["rebalance_timeout_ms"] = -1
-        assert z.wire.call(ApiKey.JOIN_GROUP, 5, body)["error_code"] == E.MEMBER_ID_REQUIRED
-        body["member_id"] = z.wire.call(ApiKey.JOIN_GROUP, 5, body)["member_id"]
+        required = z.wire.call(ApiKey.JOIN_GROUP, 5, body)
+        assert required["error_code"] == E.MEMBER_ID_REQUIRED
+        body["member_id"] = required["member_id"]
         assert z.wire.call(ApiKey.JOIN_GROUP, 5, body)["error_code"] == E.NONE
         assert a.heartbeat(x, gen) == E.NONE
 
@@ -784,6 +793,12 @@ def test_bad_group_requests_get_kafka_error_codes_and_the_group_still_serves(clu
             first = long.join("")
             assert first["error_code"] == E.MEMBER_ID_REQUIRED
             assert len(first["member_id"].encode()) <= 32767
+            joined = long.join(first["member_id"])
+            assert (joined["error_code"], joined["leader"]) == (E.NONE, first["member_id"])
+            # An assignment over the offsets topic's largest batch: the group's record is
+            # refused, the sync fails as in Kafka (UNKNOWN_SERVER_ERROR) and the group rebalances.
+            too_big = long.sync(first["member_id"], joined["generation_id"], {first["member_id"]: b"a" * (2 << 20)})
+            assert too_big["error_code"] == E.UNKNOWN_SERVER_ERROR
             joined = long.join(first["member_id"])
             assert (joined["error_code"], joined["leader"]) == (E.NONE, first["member_id"])
             assert long.sync(first["member_id"], joined["generation_id"], {first["member_id"]: assignment})["error_code"] == E.NONE
