@@ -17,7 +17,8 @@ SIGKILL is in the file):
 It commits synchronously, per partition, the offset after the last record it processed:
 after every N records, and for revoked partitions before giving them up, so that a
 partition moving to another live member is not read twice. SIGTERM makes it stop and close
-(leaving the group); SIGKILL leaves its session to time out.
+(leaving the group); SIGKILL leaves its session to time out. It also stops after
+--lifetime-s, or when its parent is gone, so that an aborted test leaves nothing running.
 """
 
 from __future__ import annotations
@@ -84,10 +85,13 @@ class Member:
             else:
                 self.note("F", tp.partition, tp.offset, tp.error.name())
 
-    def run(self) -> None:
+    def run(self, lifetime_s: float) -> None:
+        """Until SIGTERM, the end of its lifetime, or its parent (the test) is gone."""
+        parent = os.getppid()
+        end = time.monotonic() + lifetime_s
         self.consumer.subscribe([self.topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
         try:
-            while not self.stop:
+            while not self.stop and time.monotonic() < end and os.getppid() == parent:
                 msg = self.consumer.poll(POLL_TIMEOUT_S)
                 if msg is None:
                     continue
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-every", type=int, default=25)
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--client-id", default="group-member")
+    parser.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
     parser.add_argument("--debug", default=os.environ.get("GROUP_MEMBER_DEBUG", ""), help="librdkafka debug contexts (to stderr)")
     args = parser.parse_args(argv)
     with open(args.journal, "a") as journal:
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             member.stop = True
 
         signal.signal(signal.SIGTERM, stop)
-        member.run()
+        member.run(args.lifetime_s)
     return 0
 
 
