@@ -193,10 +193,9 @@ class Journal:
         j = cls()
         if not path.exists():
             return j
-        for line in path.read_text().splitlines():
+        lines = path.read_text().split("\n")[:-1]  # the last one, without its newline, is still being written
+        for line in lines:
             f = line.split()
-            if not f or (f[0] != "X" and len(f) < 3):
-                continue  # a torn last line (SIGKILL mid-write)
             kind = f[0]
             if kind == "R":
                 j.reads.append((int(f[2]), int(f[3])))
