@@ -88,6 +88,7 @@ E = ErrorCode
 TP = tuple[str, int]
 
 TIMERS_COMPACT_AT_MIN = 1024  # heap entries before stale ones are worth sweeping
+MEMBER_ID_BYTES_MAX = 2**15 - 1  # an int16-length string, in JoinGroup answers and group records
 
 
 
@@ -332,8 +333,15 @@ class GroupCoordinator(Rebalancing, OffsetManagement):
         return partition, owned.leader_epoch
 
     def _new_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        """Kafka's `<client id or instance id>-<uuid>`, the prefix cut so that the id fits
+        the int16-length strings of the wire and of the group's record: a client id may
+        itself be that long, and an id that cannot be written would keep the member's
+        group from ever forming (its JoinGroup answers and records could not be encoded)."""
         prefix = client_id if group_instance_id is None else group_instance_id
-        return f"{prefix}-{self._new_member_uuid()}"
+        suffix = f"-{self._new_member_uuid()}"
+        room = MEMBER_ID_BYTES_MAX - len(suffix.encode())
+        assert room > 0, suffix
+        return prefix.encode()[:room].decode(errors="ignore") + suffix
 
     def _create_group(self, group_id: str) -> Group:
         assert group_id not in self.groups

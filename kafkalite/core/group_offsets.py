@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.group_appends import Gather, Outbox, StoreOffsets, WriteTombstones, offset_append_error, tombstone_append_error
 from kafkalite.core.group_messages import (
+    DEFAULT_RETENTION_TIME_MS,
     NO_LEADER_EPOCH,
     NO_OFFSET,
     DeleteGroupsRequest,
@@ -40,6 +41,17 @@ from kafkalite.core.offsets_records import NO_TIMESTAMP, GroupMetadataKey, Offse
 S = GroupState
 E = ErrorCode
 TP = tuple[str, int]
+
+EXPIRE_TIMESTAMP_MS_MAX = 2**63 - 1  # the record's int64
+
+
+def expire_timestamp_ms(now_ms: int, retention_ms: int) -> int:
+    """OffsetCommit v2-v4: the offset expires `retention_ms` from now, within what the
+    record's int64 holds. The client picks any int64: a retention past the range keeps the
+    offset for good (Kafka's long sum would wrap and expire it at once); one reaching back
+    before the epoch expires it at the next check. Unbounded, the sum could not be written,
+    and the commit would never be answered."""
+    return min(max(now_ms + retention_ms, 0), EXPIRE_TIMESTAMP_MS_MAX)
 
 
 class OffsetManagement:
@@ -123,7 +135,7 @@ class OffsetManagement:
             committed[tp] = CommittedOffset(
                 p.offset, p.leader_epoch, p.metadata or "",
                 now if p.commit_timestamp_ms == -1 else p.commit_timestamp_ms,
-                None if req.retention_time_ms == -1 else now + req.retention_time_ms)
+                None if req.retention_time_ms == DEFAULT_RETENTION_TIME_MS else expire_timestamp_ms(now, req.retention_time_ms))
         order = tuple((p.topic, p.partition) for p in req.partitions)
         if not committed:
             return self.out.answer(req.reply_to, OffsetCommitResponse(tuple(

@@ -203,7 +203,11 @@ class Group:
 
     @property
     def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        """The longest rebalance timeout of the members, never below 0: a JoinGroup may
+        carry a negative one (Kafka validates only the session timeout), kept as sent and
+        written to the group's record, and Kafka's delayed operations then simply expire at
+        once; a negative deadline here would be a programmer error."""
+        return max(0, max((m.rebalance_timeout_ms for m in self.members.values()), default=0))
 
     def is_pending_member(self, member_id: str) -> bool:
         return member_id in self.pending_members and member_id not in self.members

@@ -174,10 +174,12 @@ def test_specific_bad_requests_get_kafka_error_codes(cluster_factory):
     assert decode_response(ApiKey.PRODUCE, 7, resp)[1]["responses"][0]["partition_responses"][0]["error_code"] == 2
     # A frame over socket.request.max.bytes closes the connection without an answer.
     assert _send_raw(port, struct.pack(">i", (1 << 20) + 1) + b"\0" * 1024) == b""
-    # Group APIs answer with an error code, not a dropped connection.
+    # Group APIs answer, not drop the connection: FindCoordinator creates the offsets topic
+    # (COORDINATOR_NOT_AVAILABLE while its leader is not yet elected), then names broker 1.
     find = encode_request(ApiKey.FIND_COORDINATOR, 1, 5, CLIENT, {"key": "g", "key_type": 0})
-    (resp,) = _roundtrip(port, [find], 1)
-    assert decode_response(ApiKey.FIND_COORDINATOR, 1, resp)[1]["error_code"] == 15
+    (resp,) = _roundtrip(port, [find], 1, timeout_s=30)
+    found = decode_response(ApiKey.FIND_COORDINATOR, 1, resp)[1]
+    assert (found["error_code"], found["node_id"]) in ((0, 1), (15, -1)), found
     # Explicit replica assignments that break Kafka's rules: INVALID_REPLICA_ASSIGNMENT.
     for assignments in ([{"partition_index": 0, "broker_ids": [1, 1]}], [{"partition_index": 0, "broker_ids": [9]}],
                         [{"partition_index": 1, "broker_ids": [1]}]):

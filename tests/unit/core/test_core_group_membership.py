@@ -4,13 +4,15 @@ and the errors Kafka's GroupCoordinator answers with."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from group_harness import PROTOCOLS, SUB_T, Harness
 
 from kafkalite.core.codes import ErrorCode, IllegalTransitionError
 from kafkalite.core.consumer_protocol import encode_subscription
 from kafkalite.core.group_state import Group, GroupState
-from kafkalite.core.offsets_records import GroupMetadataKey, GroupMetadataValue
+from kafkalite.core.offsets_records import GroupMetadataKey, GroupMetadataValue, OffsetsRecord, decode_record, encode_record
 
 E = ErrorCode
 DELAY = 3_000  # group.initial.rebalance.delay.ms
@@ -40,6 +42,22 @@ def test_join_v4_without_member_id_gets_member_id_required_then_joins_with_it(h)
     assert (resp.error, resp.member_id, resp.generation_id, resp.leader, resp.protocol_name) == (E.NONE, "app-u1", 1, "app-u1", "range")
     assert [m.member_id for m in resp.members] == ["app-u1"]
     assert h.state() == "CompletingRebalance"
+
+
+@pytest.mark.parametrize("client_id", ["c" * 32767, "x" + "é" * 16383])
+def test_member_ids_of_the_longest_client_ids_still_fit_an_int16_string(h, client_id):
+    # Kafka's "<client id>-<uuid>" of a 32767-byte client id cannot be written: its answer
+    # failed to encode and a group with such a member could never store its record.
+    member, t = h.join_new(client_id=client_id)
+    assert len(member.encode()) <= 32767
+    assert member.endswith("-u1")
+    assert client_id.startswith(member[: -len("-u1")])  # cut between characters
+    h.settle_all()
+    assert h.answer(t).error is E.NONE
+    synced = h.sync("g", 1, member, [(member, b"A")])
+    h.complete()  # the group's record encodes
+    assert h.answer(synced).error is E.NONE
+    assert h.state() == "Stable"
 
 
 def test_pending_member_expires_after_its_session_timeout(h):
@@ -234,6 +252,40 @@ def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(h):
     group = h.gc.groups["g"]
     assert b not in group.members
     assert h.heartbeat("g", gen, a) is E.REBALANCE_IN_PROGRESS
+
+
+def test_negative_rebalance_timeout_expires_the_rebalance_deadlines_at_once(h):
+    # A client's garbage must not be a programmer error: the coordinator used to assert a
+    # non-negative deadline when arming the sync deadline, and exited (issue 10 faults).
+    member, t = h.join_new(rebalance_ms=-1)
+    h.settle_all()
+    assert (h.answer(t).error, h.answer(t).generation_id) == (E.NONE, 1)
+    # Its sync deadline passed at once: removed, and the group, empty, is Empty again.
+    assert member not in h.gc.groups["g"].members
+    assert h.state() == "Empty"
+    assert h.answer(h.sync("g", 1, member)).error is E.UNKNOWN_MEMBER_ID
+    joins = [h.join_new()[1] for _ in range(2)]  # a well-behaved group goes on
+    h.settle_all()
+    assert [h.answer(t).error for t in joins] == [E.NONE, E.NONE]
+    assert h.state() == "CompletingRebalance"
+
+
+def test_group_loaded_with_negative_rebalance_timeouts_rebalances_at_once():
+    h = Harness()
+    h.lead()
+    members, gen = h.stable_group(2)
+    (offset, key, value), = [r for r in h.log[0] if isinstance(decode_record(r[1], r[2]).key, GroupMetadataKey)][-1:]
+    record = decode_record(key, value)
+    negative = replace(record.value, members=tuple(replace(m, rebalance_timeout_ms=-1) for m in record.value.members))
+    key, value = encode_record(OffsetsRecord(record.key, negative))
+    h.log[0].append((len(h.log[0]), key, value))
+    h2 = Harness(config={"group_max_size": 1})  # loaded over the limit: a rebalance on load
+    h2.log = h.log
+    h2.lead()
+    assert h2.state() == "PreparingRebalance"
+    h2.tick(0)  # its deadline is now: nobody rejoined, so nobody is left
+    assert h2.state() == "Empty"
+    assert h2.answer(h2.join(member_id=members[0])).error is E.UNKNOWN_MEMBER_ID
 
 
 def test_a_retried_sync_answers_the_parked_one(h):

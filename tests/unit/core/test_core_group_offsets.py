@@ -13,6 +13,7 @@ from kafkalite.core.group_messages import (
     AppendCompleted,
     BecameFollower,
     BecameLeader,
+    FetchedOffset,
     LoadedRecord,
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -213,6 +214,23 @@ def test_simple_consumer_offsets_expire_from_their_commit_and_explicit_retention
     assert h.state("s") is None  # no offsets left and never a real group: gone, no group tombstone
     h.complete()
     assert GroupMetadataKey("s") not in [r.key for r in h.decoded_log()]
+
+
+@pytest.mark.parametrize("retention_ms, expire_ms, kept", [(2**63 - 1, 2**63 - 1, True), (-(2**63), 0, False), (-2, 998, False)])
+def test_any_int64_retention_is_written_and_answered(retention_ms, expire_ms, kept):
+    # now + retention_time_ms used to overflow the record's int64: the driver could not
+    # encode the record and the commit was never answered (issue 10 faults).
+    h = Harness(config={"offsets_retention_ms": DAY_MS, "offsets_retention_check_interval_ms": 60_000})
+    h.lead()
+    h.tick(1_000)
+    t = h.commit("s", -1, "", {T0: 7}, retention_ms=retention_ms)
+    h.complete()  # encodes the records, as the driver does
+    assert [p.error for p in h.answer(t).partitions] == [E.NONE]
+    (written,) = [r for r in h.decoded_log() if r.key == OffsetCommitKey("s", "t", 0)]
+    assert written.value.expire_timestamp_ms == expire_ms
+    h.tick(10 * DAY_MS)
+    h.complete()
+    assert h.fetch("s").partitions == ((FetchedOffset("t", 0, 7, -1, ""),) if kept else ())
 
 
 def test_offset_with_a_commit_in_flight_does_not_expire():

@@ -94,7 +94,7 @@ class Run:
             protocols = data.draw(st.sampled_from([PROTOCOLS, PROTOCOLS, OTHER_PROTOCOLS]))
             member_id = c.member_id if data.draw(st.booleans()) else ""
             t = h.join(c.group, member_id, instance=c.instance, protocols=protocols, require_known=data.draw(st.booleans()),
-                       session_ms=data.draw(st.sampled_from([6_000, 10_000])), rebalance_ms=data.draw(st.sampled_from([6_000, 20_000])))
+                       session_ms=data.draw(st.sampled_from([6_000, 10_000])), rebalance_ms=data.draw(st.sampled_from([6_000, 20_000, 20_000, 0, -1])))
             self.sent[t] = (c, None)
         elif kind == "sync":
             generation = c.generation if data.draw(st.integers(0, 3)) else data.draw(st.integers(0, 4))
