@@ -3,7 +3,7 @@
 Every client test does the same thing through its own API: create a 3-partition topic with
 its own admin client, produce RECORD_COUNT records with acks=all (keys, some null keys, a
 few keyed tombstones, headers, explicit timestamps), then read them back by partition
-assignment (no consumer group: the broker answers group APIs with COORDINATOR_NOT_AVAILABLE)
+assignment (consumer groups are tested in tests/integration/test_consumer_group_clients.py)
 from the beginning and from a given offset. What was acknowledged (partition, offset) is the
 truth the read-back is compared against, exactly, per partition.
 

@@ -1,6 +1,6 @@
-"""Every API the broker advertises in ApiVersions has a handler (or is a group API, answered
-COORDINATOR_NOT_AVAILABLE until the group coordinator is wired): an advertised API without
-one would be a KeyError, a closed connection, for any client that uses it."""
+"""Every API the broker advertises in ApiVersions has a handler (or is a group API, served by
+the group coordinator's driver): an advertised API without one would be a KeyError, a closed
+connection, for any client that uses it."""
 
 from __future__ import annotations
 
