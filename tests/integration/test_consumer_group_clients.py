@@ -1,0 +1,451 @@
+"""Real clients' consumer groups against a real 3-broker cluster (issue 10): the group
+coordinator must serve confluent-kafka (librdkafka), kcat, kafka-python and aiokafka as they
+are, with no client setting bent for kafkalite.
+
+- subscribe with the range, roundrobin and cooperative-sticky assignors: three members
+  share a topic, each record is consumed exactly once while the group is stable, and the
+  committed offsets read back by `committed()` are the ends of the partitions;
+- synchronous, asynchronous (on_commit) and automatic commits: a fresh member of the group
+  resumes exactly where the commit left off (nothing read twice, nothing skipped);
+- static membership (KIP-345): a member closed without leaving and restarted with its
+  group.instance.id within the session timeout gets its partitions back, and the other
+  member is never revoked (no rebalance);
+- kcat -G consumes and commits; kafka-python's KafkaConsumer and aiokafka's
+  AIOKafkaConsumer consume, commit, and a second consumer resumes from the commit.
+
+Every test is one cluster, a few thousand records, bounded waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.testing.probes import wait_until
+
+# Groups settle in a second or two instead of Kafka's production delays.
+GROUP_OVERRIDES = {"offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
+                   "group.min.session.timeout.ms": 500}
+RECORDS = 3000
+WAIT_S = 60.0
+# librdkafka's member settings: heartbeats often, so a rebalance is noticed within a second;
+# a session long enough not to expire on a loaded 2-core machine.
+MEMBER_CONFIG = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+                 "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 5000}
+OFFSET_INVALID = -1001  # librdkafka: no committed offset
+
+Position = tuple[int, int]  # (partition, offset)
+
+
+def create_topic(boot: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": boot})  # must outlive the futures
+    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3)]).values():
+        future.result(timeout=30)
+
+
+def produce(boot: str, topic: str, count: int = RECORDS) -> set[Position]:
+    """`count` keyed records with acks=all; what the broker acknowledged."""
+    acked: set[Position] = set()
+    errors: list[object] = []
+
+    def done(err, msg) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.add((msg.partition(), msg.offset()))
+
+    producer = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=b"key-%d" % i, value=b"value-%d" % i, on_delivery=done)
+        producer.poll(0)
+    assert producer.flush(WAIT_S) == 0, "records still unacknowledged"
+    assert not errors, errors[:5]
+    assert len(acked) == count
+    return acked
+
+
+def ends_of(acked: Iterable[Position]) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for p, o in acked:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    return ends
+
+
+def next_offsets(consumed: Iterable[Position]) -> dict[int, int]:
+    """Per partition, the offset after the last record consumed (what a commit stores)."""
+    return ends_of(consumed)
+
+
+def from_zero(offsets: dict[int, int | None], partitions: int) -> dict[int, int]:
+    """Where a consumer resumes, per partition: nothing committed (None, OFFSET_INVALID)
+    means the start (kafka-python and aiokafka commit offset 0 for a partition they were
+    assigned but read nothing from; librdkafka commits nothing for it)."""
+    return {p: 0 if offsets.get(p) in (None, OFFSET_INVALID) else offsets[p] for p in range(partitions)}
+
+
+def committed_offsets(boot: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets as an outsider reads them (OffsetFetch by a consumer
+    that never joins), OFFSET_INVALID where nothing is committed."""
+    probe = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = probe.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        probe.close()
+    for tp in tps:
+        assert tp.error is None, tp
+    return {tp.partition: tp.offset for tp in tps}
+
+
+class Member:
+    """One confluent-kafka group member, with what its rebalance callbacks and polls saw."""
+
+    def __init__(self, boot: str, group: str, name: str, **config) -> None:
+        self.name = name
+        self.consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "client.id": name, **MEMBER_CONFIG, **config})
+        self.events: list[tuple[str, frozenset[int]]] = []  # ("assign" | "revoke" | "lost", partitions)
+        self.consumed: list[Position] = []
+        self.errors: list[KafkaError] = []
+        self.closed = False
+
+    def subscribe(self, topic: str) -> None:
+        self.consumer.subscribe([topic], on_assign=self._on("assign"), on_revoke=self._on("revoke"), on_lost=self._on("lost"))
+
+    def _on(self, kind: str) -> Callable:
+        def callback(_consumer, partitions) -> None:
+            self.events.append((kind, frozenset(tp.partition for tp in partitions)))
+        return callback
+
+    def poll(self, timeout_s: float = 0.05) -> None:
+        msg = self.consumer.poll(timeout_s)
+        if msg is None:
+            return
+        if msg.error() is not None:
+            self.errors.append(msg.error())
+            return
+        self.consumed.append((msg.partition(), msg.offset()))
+
+    def assigned(self) -> frozenset[int]:
+        return frozenset(tp.partition for tp in self.consumer.assignment())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def poll_all(members: list[Member], rounds: int = 1) -> None:
+    for _ in range(rounds):
+        for m in members:
+            m.poll()
+
+
+def balanced(members: list[Member], partitions: int) -> bool:
+    """Every partition assigned to exactly one member, evenly."""
+    sets = [m.assigned() for m in members]
+    share = partitions // len(members)
+    return all(len(s) == share for s in sets) and len(frozenset().union(*sets)) == partitions
+
+
+def wait_balanced(members: list[Member], partitions: int) -> None:
+    def settled() -> bool:
+        poll_all(members)
+        return balanced(members, partitions)
+    wait_until(settled, WAIT_S, f"{len(members)} members sharing {partitions} partitions evenly", interval_s=0)
+
+
+def close_all(members: list[Member]) -> None:
+    for m in members:
+        m.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------- assignors
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_subscribed_members_consume_each_record_once_and_commit(cluster_factory, strategy):
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("shared"), unique(f"group-{strategy}"), 6
+    create_topic(boot, topic, partitions)
+    members = [Member(boot, group, f"member-{i}", **{"partition.assignment.strategy": strategy}) for i in range(3)]
+    try:
+        for m in members:
+            m.subscribe(topic)
+        wait_balanced(members, partitions)
+        settled_events = [len(m.events) for m in members]
+
+        acked = produce(boot, topic)
+        deadline = time.monotonic() + WAIT_S
+        while sum(len(m.consumed) for m in members) < len(acked) and time.monotonic() < deadline:
+            poll_all(members)
+        poll_all(members, rounds=20)  # a duplicate would arrive now
+
+        consumed = [pos for m in members for pos in m.consumed]
+        assert len(consumed) == len(set(consumed)), "a record was consumed twice"
+        assert set(consumed) == acked
+        for m, before in zip(members, settled_events, strict=True):
+            assert m.events[before:] == [], f"{m.name} rebalanced in steady state: {m.events[before:]}"
+            assert {p for p, _ in m.consumed} <= m.assigned(), f"{m.name} consumed outside its assignment"
+            assert not m.errors, m.errors
+
+        ends = ends_of(acked)
+        for m in members:
+            results = m.consumer.commit(asynchronous=False)
+            assert all(tp.error is None for tp in results), results
+            mine = [TopicPartition(topic, p) for p in sorted(m.assigned())]
+            assert {tp.partition: tp.offset for tp in m.consumer.committed(mine, timeout=10)} == \
+                {p: ends.get(p, OFFSET_INVALID) for p in m.assigned()}
+        assert committed_offsets(boot, group, topic, partitions) == {p: ends.get(p, OFFSET_INVALID) for p in range(partitions)}
+    finally:
+        close_all(members)
+
+
+# ---------------------------------------------------------------------------- commit modes
+
+
+def consume_some(member: Member, count: int) -> None:
+    """Poll one record at a time until `count` were consumed (the stored offsets then are
+    exactly past them), then pause the assignment so no more arrive."""
+    deadline = time.monotonic() + WAIT_S
+    while len(member.consumed) < count:
+        assert time.monotonic() < deadline, f"{member.name} consumed {len(member.consumed)} of {count}"
+        member.poll(0.5)
+    member.consumer.pause(list(member.consumer.assignment()))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "auto"])
+def test_fresh_member_resumes_from_the_commit(cluster_factory, mode):
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("resume"), unique(f"group-{mode}"), 3
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic)
+    commits: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+    config: dict = {"on_commit": lambda err, tps: commits.append((err, tps)), "enable.partition.eof": False}
+    if mode == "auto":
+        config.update({"enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    first = Member(boot, group, f"first-{mode}", **config)
+    second = None
+    try:
+        first.subscribe(topic)
+        consume_some(first, RECORDS // 2)
+        positions = next_offsets(first.consumed)
+        want = {p: positions.get(p, OFFSET_INVALID) for p in range(partitions)}
+        if mode == "sync":
+            results = first.consumer.commit(asynchronous=False)
+            assert {tp.partition: tp.offset for tp in results if tp.error is None} == want, results
+        elif mode == "async":
+            assert first.consumer.commit(asynchronous=True) is None
+            wait_until(lambda: first.poll(0.1) or commits, WAIT_S, "the on_commit callback")
+            err, tps = commits[0]
+            assert err is None, err
+            assert {tp.partition: tp.offset for tp in tps if tp.error is None} == want, tps
+        # An outsider reads the commit before the member closes (close would commit too).
+        wait_until(lambda: committed_offsets(boot, group, topic, partitions) == want, WAIT_S if mode == "auto" else 10,
+                   f"the {mode} commit of {want}")
+        if mode == "auto":  # its on_commit reports are served by poll
+            wait_until(lambda: first.poll(0.1) or commits, 10, "an on_commit report of the automatic commits")
+            assert all(err is None for err, _ in commits), commits
+        first.close()
+
+        second = Member(boot, group, f"second-{mode}")
+        tps = second.consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        assert {tp.partition: tp.offset for tp in tps} == want
+        second.subscribe(topic)
+        deadline = time.monotonic() + WAIT_S
+        while len(first.consumed) + len(second.consumed) < len(acked) and time.monotonic() < deadline:
+            second.poll(0.2)
+        for _ in range(10):
+            second.poll(0.05)
+        assert not set(first.consumed) & set(second.consumed), "the second member read records the commit covered"
+        assert set(first.consumed) | set(second.consumed) == acked
+        assert len(second.consumed) == len(set(second.consumed))
+        first_seen = {}
+        for p, o in second.consumed:
+            first_seen.setdefault(p, o)
+        assert first_seen == {p: positions.get(p, 0) for p in first_seen}, "did not resume at the committed offset"
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+# ---------------------------------------------------------------------------- static membership
+
+
+def describe_group(boot: str, group: str):
+    admin = AdminClient({"bootstrap.servers": boot})
+    return admin.describe_consumer_groups([group])[group].result(timeout=10)
+
+
+def test_static_member_restarted_within_session_timeout_causes_no_rebalance(cluster_factory):
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("static"), unique("group-static"), 4
+    create_topic(boot, topic, partitions)
+    members = {name: Member(boot, group, name, **{"group.instance.id": name, "partition.assignment.strategy": "range"})
+               for name in ("static-a", "static-b")}
+    try:
+        for m in members.values():
+            m.subscribe(topic)
+        wait_balanced(list(members.values()), partitions)
+        poll_all(list(members.values()), rounds=20)
+        before = {name: m.assigned() for name, m in members.items()}
+        described = describe_group(boot, group)
+        ids_before = {m.group_instance_id: m.member_id for m in described.members}
+        assert set(ids_before) == set(members)
+
+        # Restart each member in turn (one of them is the group's leader): closed without
+        # leaving, back with the same group.instance.id well within session.timeout.ms.
+        for name in ("static-a", "static-b"):
+            other = next(m for n, m in members.items() if n != name)
+            other_events = len(other.events)
+            members[name].close()
+            members[name] = restarted = Member(boot, group, name, **{"group.instance.id": name,
+                                                                     "partition.assignment.strategy": "range"})
+            restarted.subscribe(topic)
+
+            def back(restarted=restarted, other=other) -> bool:
+                poll_all([restarted, other])
+                return restarted.assigned() != frozenset()
+            wait_until(back, WAIT_S, f"{name} to get its partitions back", interval_s=0)
+            # Several heartbeat intervals: a rebalance would reach the other member now.
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                poll_all([restarted, other])
+            assert restarted.assigned() == before[name]
+            assert restarted.events == [("assign", before[name])]
+            assert other.events[other_events:] == [], f"{other.name} saw a rebalance: {other.events[other_events:]}"
+            assert other.assigned() == before[other.name]
+
+        described = describe_group(boot, group)
+        assert str(described.state).endswith("STABLE"), described.state
+        ids_after = {m.group_instance_id: m.member_id for m in described.members}
+        assert set(ids_after) == set(members)
+        assert all(ids_after[n] != ids_before[n] for n in members), "a restarted static member kept its member id"
+        assigned = {m.group_instance_id: frozenset(tp.partition for tp in m.assignment.topic_partitions) for m in described.members}
+        assert assigned == before
+    finally:
+        close_all(list(members.values()))
+
+
+# ---------------------------------------------------------------------------- kcat
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_balanced_consumer_consumes_and_commits(cluster_factory):
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("kcat"), unique("group-kcat"), 3
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic)
+
+    def kcat_group() -> set[Position]:
+        done = subprocess.run(["kcat", "-b", boot, "-G", group, topic, "-e", "-q", "-f", "%p %o\\n",
+                               "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000",
+                               "-X", "heartbeat.interval.ms=500"],
+                              capture_output=True, text=True, timeout=WAIT_S)
+        assert done.returncode == 0, f"kcat exited {done.returncode}:\n{done.stderr}"
+        assert "ERROR" not in done.stderr, done.stderr
+        seen = [tuple(int(x) for x in line.split()) for line in done.stdout.splitlines() if line.strip()]
+        assert len(seen) == len(set(seen))
+        return set(seen)
+
+    assert kcat_group() == acked
+    assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
+    assert kcat_group() == set(), "a second kcat in the group read committed records again"
+
+
+# ---------------------------------------------------------------------------- kafka-python / aiokafka
+
+
+def test_kafka_python_consumer_commits_and_a_second_resumes(cluster_factory):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("kafka-python"), unique("group-kafka-python"), 3
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic)
+    settings = {"group_id": group, "bootstrap_servers": boot, "auto_offset_reset": "earliest", "enable_auto_commit": False,
+                "session_timeout_ms": 10_000, "heartbeat_interval_ms": 500, "consumer_timeout_ms": 5000}
+
+    def consume(consumer, count: int) -> list[Position]:
+        seen: list[Position] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500, max_records=count - len(seen)).values():
+                seen.extend((r.partition, r.offset) for r in records)
+        return seen
+
+    first = KafkaConsumer(topic, **settings)
+    try:
+        first_seen = consume(first, RECORDS // 2)
+        assert len(first_seen) == RECORDS // 2
+        first.commit()
+        positions = next_offsets(first_seen)
+        assert from_zero({p: first.committed(KTP(topic, p)) for p in range(partitions)}, partitions) == \
+            from_zero(positions, partitions)
+    finally:
+        first.close(autocommit=False)
+    assert from_zero(committed_offsets(boot, group, topic, partitions), partitions) == from_zero(positions, partitions)
+
+    second = KafkaConsumer(topic, **settings)
+    try:
+        second_seen = consume(second, len(acked) - len(first_seen))
+        second.commit()
+    finally:
+        second.close(autocommit=False)
+    assert not set(first_seen) & set(second_seen)
+    assert set(first_seen) | set(second_seen) == acked
+    assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
+
+
+def test_aiokafka_consumer_commits_and_a_second_resumes(cluster_factory):
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as ATP
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("aiokafka"), unique("group-aiokafka"), 3
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic)
+
+    async def consume(count: int) -> tuple[list[Position], dict[int, int | None]]:
+        consumer = AIOKafkaConsumer(topic, group_id=group, bootstrap_servers=boot, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=500)
+        await consumer.start()
+        try:
+            seen: list[Position] = []
+            deadline = time.monotonic() + WAIT_S
+            while len(seen) < count and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500, max_records=count - len(seen))
+                seen.extend((r.partition, r.offset) for records in batches.values() for r in records)
+            await consumer.commit()
+            committed = {p: await consumer.committed(ATP(topic, p)) for p in range(partitions)}
+            return seen, committed
+        finally:
+            await consumer.stop()
+
+    first_seen, committed = asyncio.run(consume(RECORDS // 2))
+    assert len(first_seen) == RECORDS // 2
+    positions = next_offsets(first_seen)
+    assert from_zero(committed, partitions) == from_zero(positions, partitions)
+    second_seen, committed = asyncio.run(consume(len(acked) - len(first_seen)))
+    assert not set(first_seen) & set(second_seen)
+    assert set(first_seen) | set(second_seen) == acked
+    assert committed == ends_of(acked)
+    assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
