@@ -290,12 +290,16 @@ def describe_group(boot: str, group: str):
     return admin.describe_consumer_groups([group])[group].result(timeout=10)
 
 
+STATIC_SESSION_TIMEOUT_MS = 6000
+STATIC = {"partition.assignment.strategy": "range", "session.timeout.ms": STATIC_SESSION_TIMEOUT_MS}
+
+
 def test_static_member_restarted_within_session_timeout_causes_no_rebalance(cluster_factory):
     c = cluster_factory(3, overrides=GROUP_OVERRIDES)
     boot = c.status()["bootstrap"]
     topic, group, partitions = unique("static"), unique("group-static"), 4
     create_topic(boot, topic, partitions)
-    members = {name: Member(boot, group, name, **{"group.instance.id": name, "partition.assignment.strategy": "range"})
+    members = {name: Member(boot, group, name, **{"group.instance.id": name, **STATIC})
                for name in ("static-a", "static-b")}
     try:
         for m in members.values():
@@ -313,8 +317,7 @@ def test_static_member_restarted_within_session_timeout_causes_no_rebalance(clus
             other = next(m for n, m in members.items() if n != name)
             other_events = len(other.events)
             members[name].close()
-            members[name] = restarted = Member(boot, group, name, **{"group.instance.id": name,
-                                                                     "partition.assignment.strategy": "range"})
+            members[name] = restarted = Member(boot, group, name, **{"group.instance.id": name, **STATIC})
             restarted.subscribe(topic)
 
             def back(restarted=restarted, other=other) -> bool:
@@ -337,6 +340,21 @@ def test_static_member_restarted_within_session_timeout_causes_no_rebalance(clus
         assert all(ids_after[n] != ids_before[n] for n in members), "a restarted static member kept its member id"
         assigned = {m.group_instance_id: frozenset(tp.partition for tp in m.assignment.topic_partitions) for m in described.members}
         assert assigned == before
+
+        # Not back in time: only the session timeout removes it (close sent no LeaveGroup),
+        # and then the other member takes every partition.
+        gone, other = members["static-a"], members["static-b"]
+        other_events = len(other.events)
+        closed_at = time.monotonic()
+        gone.close()
+
+        def taken_over() -> bool:
+            other.poll()
+            return other.assigned() == frozenset(range(partitions))
+        wait_until(taken_over, WAIT_S, "static-b to take static-a's partitions", interval_s=0)
+        elapsed_s = time.monotonic() - closed_at
+        assert elapsed_s >= STATIC_SESSION_TIMEOUT_MS / 1000 - 1, f"static-a was removed {elapsed_s:.1f} s after closing"
+        assert other.events[other_events] == ("revoke", before["static-b"])
     finally:
         close_all(list(members.values()))
 
