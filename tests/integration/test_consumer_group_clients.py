@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -123,14 +124,12 @@ class Member:
             self.events.append((kind, frozenset(tp.partition for tp in partitions)))
         return callback
 
-    def poll(self, timeout_s: float = 0.05) -> None:
-        msg = self.consumer.poll(timeout_s)
-        if msg is None:
-            return
-        if msg.error() is not None:
-            self.errors.append(msg.error())
-            return
-        self.consumed.append((msg.partition(), msg.offset()))
+    def poll(self, timeout_s: float = 0.05, max_records: int = 500) -> None:
+        for msg in self.consumer.consume(max_records, timeout_s):
+            if msg.error() is not None:
+                self.errors.append(msg.error())
+            else:
+                self.consumed.append((msg.partition(), msg.offset()))
 
     def assigned(self) -> frozenset[int]:
         return frozenset(tp.partition for tp in self.consumer.assignment())
@@ -221,7 +220,7 @@ def consume_some(member: Member, count: int) -> None:
     deadline = time.monotonic() + WAIT_S
     while len(member.consumed) < count:
         assert time.monotonic() < deadline, f"{member.name} consumed {len(member.consumed)} of {count}"
-        member.poll(0.5)
+        member.poll(0.5, max_records=count - len(member.consumed))
     member.consumer.pause(list(member.consumer.assignment()))
 
 
@@ -467,3 +466,184 @@ def test_aiokafka_consumer_commits_and_a_second_resumes(cluster_factory):
     assert set(first_seen) | set(second_seen) == acked
     assert committed == ends_of(acked)
     assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
+
+
+# ---------------------------------------------------------------------------- coordinator failover
+
+
+def test_group_survives_its_coordinator_killed(cluster_factory):
+    """kill -9 of the coordinator: another broker leads the group's offsets partition, loads
+    the commits and the group, and the members go on where they were (nothing read twice)."""
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("failover"), unique("group-failover"), 4
+    create_topic(boot, topic, partitions)
+    members = [Member(boot, group, f"member-{i}", **{"partition.assignment.strategy": "range"}) for i in range(2)]
+    try:
+        for m in members:
+            m.subscribe(topic)
+        wait_balanced(members, partitions)
+        first = produce(boot, topic, RECORDS // 2)
+        consume_all(members, first)
+        for m in members:
+            assert all(tp.error is None for tp in m.consumer.commit(asynchronous=False))
+        coordinator = describe_group(boot, group).coordinator.id
+        c.kill(coordinator)
+        survivors = ",".join(f"{b['host']}:{b['port']}" for b in c.status()["brokers"] if b["id"] != coordinator)
+
+        want = ends_of(first)
+        wait_until(lambda: committed_offsets(survivors, group, topic, partitions) == want, WAIT_S,
+                   "the commits read back from the new coordinator")
+        assert describe_group(survivors, group).coordinator.id != coordinator
+
+        second = produce(survivors, topic, RECORDS // 2)
+        consume_all(members, first | second)
+        consumed = [pos for m in members for pos in m.consumed]
+        assert len(consumed) == len(set(consumed)), "a record was consumed twice"
+        assert set(consumed) == first | second
+        for m in members:
+            assert all(tp.error is None for tp in m.consumer.commit(asynchronous=False))
+        assert committed_offsets(survivors, group, topic, partitions) == ends_of(first | second)
+    finally:
+        close_all(members)
+
+
+def consume_all(members: list[Member], acked: set[Position]) -> None:
+    """Poll until the members together consumed `acked`, then a little more (a duplicate
+    would arrive now)."""
+    deadline = time.monotonic() + WAIT_S
+    while sum(len(m.consumed) for m in members) < len(acked) and time.monotonic() < deadline:
+        poll_all(members)
+    poll_all(members, rounds=20)
+    for m in members:
+        assert not m.errors, m.errors
+
+
+# ---------------------------------------------------------------------------- three clients, one group
+
+
+class AioMember(threading.Thread):
+    """An aiokafka group member on its own event loop: consumes until told to stop, commits
+    when asked."""
+
+    def __init__(self, boot: str, group: str, topic: str) -> None:
+        super().__init__(name="aiokafka-member", daemon=True)
+        self.boot, self.group, self.topic = boot, group, topic
+        self.consumed: list[Position] = []
+        self.assigned: frozenset[int] = frozenset()
+        self.revocations = 0
+        self.commit_wanted = threading.Event()
+        self.committed = threading.Event()
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as e:  # noqa: BLE001 - reported by the test thread
+            self.error = e
+
+    async def _main(self) -> None:
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked) -> None:
+                member.revocations += 1
+
+            async def on_partitions_assigned(self, assigned) -> None:
+                pass
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.boot, group_id=self.group, client_id="aiokafka-member",
+                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
+                                    heartbeat_interval_ms=500, partition_assignment_strategy=(RoundRobinPartitionAssignor,))
+        await consumer.start()
+        try:
+            consumer.subscribe([self.topic], listener=Listener())
+            while not self.stopping.is_set():
+                batches = await consumer.getmany(timeout_ms=100)
+                self.consumed.extend((r.partition, r.offset) for records in batches.values() for r in records)
+                self.assigned = frozenset(tp.partition for tp in consumer.assignment())
+                if self.commit_wanted.is_set() and not self.committed.is_set():
+                    await consumer.commit()
+                    self.committed.set()
+        finally:
+            await consumer.stop()
+
+
+def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
+    """Three client libraries in one group: the coordinator picks the assignor all of them
+    name (roundrobin), whichever leads assigns for all, and each record is read once."""
+    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener as KListener
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("mixed"), unique("group-mixed"), 6
+    create_topic(boot, topic, partitions)
+    confluent = Member(boot, group, "confluent-member", **{"partition.assignment.strategy": "range,roundrobin"})
+    kafka_python = KafkaConsumer(group_id=group, bootstrap_servers=boot, client_id="kafka-python-member",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
+                                 heartbeat_interval_ms=500)
+    kafka_python_seen: list[Position] = []
+    kafka_python_revocations = [0]
+
+    class Revocations(KListener):
+        def on_partitions_revoked(self, revoked) -> None:
+            kafka_python_revocations[0] += 1
+
+        def on_partitions_assigned(self, assigned) -> None:
+            pass
+
+    aio = AioMember(boot, group, topic)
+    try:
+        confluent.subscribe(topic)
+        kafka_python.subscribe([topic], listener=Revocations())
+        aio.start()
+
+        def poll_sync_members() -> None:
+            confluent.poll()
+            for records in kafka_python.poll(timeout_ms=50).values():
+                kafka_python_seen.extend((r.partition, r.offset) for r in records)
+            assert aio.error is None, aio.error
+
+        def assignments() -> list[frozenset[int]]:
+            return [confluent.assigned(), frozenset(tp.partition for tp in kafka_python.assignment()), aio.assigned]
+
+        def settled() -> bool:
+            poll_sync_members()
+            sets = assignments()
+            return all(len(s) == 2 for s in sets) and len(frozenset().union(*sets)) == partitions
+        wait_until(settled, WAIT_S, "three clients sharing six partitions", interval_s=0)
+        settled_assignments = assignments()
+        before = (len(confluent.events), kafka_python_revocations[0], aio.revocations)
+        assert describe_group(boot, group).partition_assignor == "roundrobin"
+
+        acked = produce(boot, topic)
+        deadline = time.monotonic() + WAIT_S
+        while len(confluent.consumed) + len(kafka_python_seen) + len(aio.consumed) < len(acked) and time.monotonic() < deadline:
+            poll_sync_members()
+        for _ in range(20):
+            poll_sync_members()
+
+        consumed = confluent.consumed + kafka_python_seen + list(aio.consumed)
+        assert len(consumed) == len(set(consumed)), "a record was consumed twice"
+        assert set(consumed) == acked
+        assert (len(confluent.events), kafka_python_revocations[0], aio.revocations) == before, "a rebalance in steady state"
+        assert assignments() == settled_assignments
+
+        assert all(tp.error is None for tp in confluent.consumer.commit(asynchronous=False))
+        kafka_python.commit()
+        aio.commit_wanted.set()
+        wait_until(lambda: (poll_sync_members(), aio.committed.is_set())[1], WAIT_S, "aiokafka's commit")
+        assert {p: kafka_python.committed(KTP(topic, p)) for p in settled_assignments[1]} == \
+            {p: ends_of(acked)[p] for p in settled_assignments[1]}
+        assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
+    finally:
+        aio.stopping.set()
+        aio.join(timeout=30)
+        kafka_python.close(autocommit=False)
+        confluent.close()
+    assert not aio.is_alive(), "the aiokafka member did not stop"
