@@ -388,7 +388,12 @@ def test_kcat_balanced_consumer_consumes_and_commits(cluster_factory):
 # ---------------------------------------------------------------------------- kafka-python / aiokafka
 
 
-def test_kafka_python_consumer_commits_and_a_second_resumes(cluster_factory):
+# None: the versions kafka-python picks from ApiVersions (JoinGroup v5, OffsetCommit v7, ...);
+# (0, 11): JoinGroup v2, SyncGroup/Heartbeat/LeaveGroup v1, OffsetCommit/OffsetFetch v3;
+# (2, 0): JoinGroup v3, OffsetCommit/OffsetFetch v4. Older tables need Fetch and Metadata
+# versions kafkalite does not serve.
+@pytest.mark.parametrize("api_version", [None, (0, 11), (2, 0)], ids=["negotiated", "0.11", "2.0"])
+def test_kafka_python_consumer_commits_and_a_second_resumes(cluster_factory, api_version):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
@@ -398,7 +403,7 @@ def test_kafka_python_consumer_commits_and_a_second_resumes(cluster_factory):
     create_topic(boot, topic, partitions)
     acked = produce(boot, topic)
     settings = {"group_id": group, "bootstrap_servers": boot, "auto_offset_reset": "earliest", "enable_auto_commit": False,
-                "session_timeout_ms": 10_000, "heartbeat_interval_ms": 500, "consumer_timeout_ms": 5000}
+                "session_timeout_ms": 10_000, "heartbeat_interval_ms": 500, "api_version": api_version}
 
     def consume(consumer, count: int) -> list[Position]:
         seen: list[Position] = []
@@ -647,3 +652,82 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
         kafka_python.close(autocommit=False)
         confluent.close()
     assert not aio.is_alive(), "the aiokafka member did not stop"
+
+
+# ---------------------------------------------------------------------------- group admin
+
+
+def test_group_admin_of_confluent_and_kafka_python_admin_clients(cluster_factory):
+    """ListGroups, DescribeGroups, OffsetFetch, OffsetCommit of an admin, OffsetDelete,
+    LeaveGroup by group.instance.id (KIP-345's removal of a static member) and DeleteGroups,
+    as the two admin clients call them, around a static member that closed without leaving."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+    from kafka.errors import NoError
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("admin"), unique("group-admin"), 3
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic, 300)
+    ends = ends_of(acked)
+    admin = AdminClient({"bootstrap.servers": boot})
+    kadmin = KafkaAdminClient(bootstrap_servers=boot)
+    member = Member(boot, group, "admin-member", **{"group.instance.id": "admin-static", **STATIC})
+    try:
+        member.subscribe(topic)
+        consume_all([member], acked)
+        assert set(member.consumed) == acked
+        offsets = [TopicPartition(topic, p, ends[p], metadata=f"meta-{p}") for p in range(partitions)]
+        assert all(tp.error is None for tp in member.consumer.commit(offsets=offsets, asynchronous=False))
+
+        listed = admin.list_consumer_groups().result(timeout=10)
+        assert group in {g.group_id for g in listed.valid}, listed.valid
+        assert {"group_id": group, "protocol_type": "consumer"} in kadmin.list_groups()
+        kdescribed = kadmin.describe_groups([group])[group]
+        assert (kdescribed["group_state"], kdescribed["protocol_data"]) == ("Stable", "range")
+        assert kdescribed["members"][0]["member_assignment"]["assigned_partitions"] == \
+            [{"topic": topic, "partitions": list(range(partitions))}]
+        described = describe_group(boot, group)
+        assert str(described.state).endswith("STABLE")
+        assert described.partition_assignor == "range"
+        [only] = described.members
+        assert (only.group_instance_id, only.client_id) == ("admin-static", "admin-member")
+        assert {tp.partition for tp in only.assignment.topic_partitions} == set(range(partitions))
+
+        def fetched() -> dict[int, tuple[int, str]]:
+            request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])]
+            result = admin.list_consumer_group_offsets(request)[group].result(timeout=10)
+            return {tp.partition: (tp.offset, tp.metadata) for tp in result.topic_partitions}
+        assert fetched() == {p: (ends[p], f"meta-{p}") for p in range(partitions)}
+
+        # The group has a member: an admin's commit (no generation) and OffsetDelete of a
+        # subscribed topic are refused.
+        alter = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 5)])]
+        refused = admin.alter_consumer_group_offsets(alter)[group].result(timeout=10)
+        assert [tp.error.code() for tp in refused.topic_partitions] == [KafkaError.UNKNOWN_MEMBER_ID]
+        refused = kadmin.delete_group_offsets(group, [KTP(topic, 0)])
+        assert [e.__name__ for e in refused.values()] == ["GroupSubscribedToTopicError"], refused
+
+        # Closed without leaving: still a member until its session ends, or until an admin
+        # removes it by its group.instance.id.
+        member.close()
+        assert len(describe_group(boot, group).members) == 1
+        removed = kadmin.remove_group_members(group, [MemberToRemove(group_instance_id="admin-static")])
+        assert list(removed.values()) == [NoError], removed
+        described = describe_group(boot, group)
+        assert str(described.state).endswith("EMPTY") and described.members == [], described
+
+        done = admin.alter_consumer_group_offsets(alter)[group].result(timeout=10)
+        assert [(tp.partition, tp.offset, tp.error) for tp in done.topic_partitions] == [(0, 5, None)]
+        deleted = kadmin.delete_group_offsets(group, [KTP(topic, 1)])
+        assert list(deleted.values()) == [NoError], deleted
+        assert fetched() == {0: (5, None), 1: (OFFSET_INVALID, None), 2: (ends[2], "meta-2")}  # librdkafka: "" is None
+
+        admin.delete_consumer_groups([group])[group].result(timeout=10)
+        assert fetched() == {p: (OFFSET_INVALID, None) for p in range(partitions)}
+        assert group not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    finally:
+        member.close()
+        kadmin.close()
