@@ -112,6 +112,7 @@ class Member:
         self.name = name
         self.consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "client.id": name, **MEMBER_CONFIG, **config})
         self.events: list[tuple[str, frozenset[int]]] = []  # ("assign" | "revoke" | "lost", partitions)
+        self.consumed_before_event: list[int] = []  # len(consumed) when each event came
         self.consumed: list[Position] = []
         self.errors: list[KafkaError] = []
         self.closed = False
@@ -122,6 +123,7 @@ class Member:
     def _on(self, kind: str) -> Callable:
         def callback(_consumer, partitions) -> None:
             self.events.append((kind, frozenset(tp.partition for tp in partitions)))
+            self.consumed_before_event.append(len(self.consumed))
         return callback
 
     def poll(self, timeout_s: float = 0.05, max_records: int = 500) -> None:
@@ -731,3 +733,83 @@ def test_group_admin_of_confluent_and_kafka_python_admin_clients(cluster_factory
     finally:
         member.close()
         kadmin.close()
+
+
+# ---------------------------------------------------------------------------- a member killed
+
+
+KILLED_MEMBER = r"""
+import sys, time
+from confluent_kafka import Consumer
+boot, group, topic, count, session_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "client.id": "doomed", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False, "session.timeout.ms": session_ms, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": "range"})
+consumer.subscribe([topic])
+seen = []
+deadline = time.monotonic() + 60
+while len(seen) < count and time.monotonic() < deadline:
+    seen.extend(m for m in consumer.consume(count - len(seen), 0.5) if m.error() is None)
+consumer.pause(consumer.assignment())
+consumer.commit(asynchronous=False)
+print(" ".join(f"{m.partition()}:{m.offset()}" for m in seen), flush=True)
+while True:  # a member that heartbeats until it is killed
+    consumer.poll(0.2)
+"""
+
+
+def test_killed_member_is_replaced_after_its_session_and_its_commits_are_resumed(cluster_factory):
+    """kill -9 of a member that committed: no LeaveGroup, so the group waits out its
+    session timeout, then the survivor owns every partition and resumes at the commits."""
+    import sys
+
+    session_ms = 4000
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("killed"), unique("group-killed"), 4
+    create_topic(boot, topic, partitions)
+    acked = produce(boot, topic)
+    doomed = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, boot, group, topic, str(RECORDS // 3), str(session_ms)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    survivor = None
+    try:
+        line = doomed.stdout.readline()
+        assert line, f"the doomed member exited {doomed.poll()} without reporting"
+        doomed_seen = {tuple(int(x) for x in pos.split(":")) for pos in line.split()}
+        assert len(doomed_seen) == RECORDS // 3
+
+        survivor = Member(boot, group, "survivor", **{"partition.assignment.strategy": "range", "session.timeout.ms": session_ms})
+        survivor.subscribe(topic)
+
+        def sharing() -> bool:
+            survivor.poll()
+            return len(survivor.assigned()) == partitions // 2
+        wait_until(sharing, WAIT_S, "the survivor to share the partitions", interval_s=0)
+        doomed.kill()
+        doomed.wait(timeout=10)
+        killed_at = time.monotonic()
+
+        def owns_all() -> bool:
+            survivor.poll()
+            return survivor.assigned() == frozenset(range(partitions))
+        wait_until(owns_all, WAIT_S, "the survivor to own every partition", interval_s=0)
+        assert time.monotonic() - killed_at >= session_ms / 1000 - 1.5, "removed before its session timeout"
+        assert survivor.events[-1] == ("assign", frozenset(range(partitions)))
+        # It committed nothing itself: from this assignment on, it reads its own partitions
+        # again from the start, and the killed member's from where that one committed.
+        mark = survivor.consumed_before_event[-1]
+        deadline = time.monotonic() + WAIT_S
+        while len(survivor.consumed) - mark < len(acked - doomed_seen) and time.monotonic() < deadline:
+            survivor.poll()
+        poll_all([survivor], rounds=20)
+        resumed = survivor.consumed[mark:]
+        assert not set(resumed) & doomed_seen, "the survivor read records the killed member committed"
+        assert set(resumed) | doomed_seen == acked
+        assert len(resumed) == len(set(resumed))
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(timeout=10)
+        doomed.stdout.close()
+        if survivor is not None:
+            survivor.close()
