@@ -19,6 +19,7 @@ Every test is one cluster, a few thousand records, bounded waits.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import threading
@@ -529,55 +530,106 @@ def consume_all(members: list[Member], acked: set[Position]) -> None:
 # ---------------------------------------------------------------------------- three clients, one group
 
 
-class AioMember(threading.Thread):
-    """An aiokafka group member on its own event loop: consumes until told to stop, commits
-    when asked."""
+AIOKAFKA_MEMBER = r"""
+import asyncio, json, sys
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-    def __init__(self, boot: str, group: str, topic: str) -> None:
-        super().__init__(name="aiokafka-member", daemon=True)
-        self.boot, self.group, self.topic = boot, group, topic
-        self.consumed: list[Position] = []
-        self.assigned: frozenset[int] = frozenset()
-        self.revocations = 0
-        self.commit_wanted = threading.Event()
-        self.committed = threading.Event()
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
+def say(**event):
+    print(json.dumps(event), flush=True)
 
-    def run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as e:  # noqa: BLE001 - reported by the test thread
-            self.error = e
+class Listener(ConsumerRebalanceListener):
+    async def on_partitions_revoked(self, revoked):
+        say(event="revoked", partitions=sorted(tp.partition for tp in revoked))
 
-    async def _main(self) -> None:
-        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    async def on_partitions_assigned(self, assigned):
+        say(event="assigned", partitions=sorted(tp.partition for tp in assigned))
 
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            async def on_partitions_revoked(self, revoked) -> None:
-                member.revocations += 1
-
-            async def on_partitions_assigned(self, assigned) -> None:
-                pass
-
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.boot, group_id=self.group, client_id="aiokafka-member",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
-                                    heartbeat_interval_ms=500, partition_assignment_strategy=(RoundRobinPartitionAssignor,))
-        await consumer.start()
-        try:
-            consumer.subscribe([self.topic], listener=Listener())
-            while not self.stopping.is_set():
-                batches = await consumer.getmany(timeout_ms=100)
-                self.consumed.extend((r.partition, r.offset) for records in batches.values() for r in records)
-                self.assigned = frozenset(tp.partition for tp in consumer.assignment())
-                if self.commit_wanted.is_set() and not self.committed.is_set():
+async def main(boot, group, topic, instance):
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=boot, group_id=group, group_instance_id=instance or None, client_id="aiokafka-member",
+        auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=500,
+        partition_assignment_strategy=(RoundRobinPartitionAssignor,))
+    await consumer.start()
+    commands = asyncio.Queue()
+    asyncio.get_running_loop().add_reader(sys.stdin.fileno(), lambda: commands.put_nowait(sys.stdin.readline().strip()))
+    try:
+        consumer.subscribe([topic], listener=Listener())
+        while True:
+            batches = await consumer.getmany(timeout_ms=100)
+            positions = [[r.partition, r.offset] for records in batches.values() for r in records]
+            if positions:
+                say(event="records", positions=positions)
+            while not commands.empty():
+                command = commands.get_nowait()
+                if command == "commit":
                     await consumer.commit()
-                    self.committed.set()
-        finally:
-            await consumer.stop()
+                    say(event="committed")
+                else:  # "close", or stdin closed
+                    return
+    finally:
+        await consumer.stop()  # a static member does not leave the group
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+class AioMember:
+    """An aiokafka group member in its own process (a real application's shape; in the
+    test's process its threads and kafka-python's would compete for one GIL): it reports
+    rebalance callbacks and records as JSON lines, and commits or closes on command."""
+
+    def __init__(self, boot: str, group: str, topic: str, group_instance_id: str = "") -> None:
+        import sys
+
+        self.events: list[tuple[str, frozenset[int]]] = []  # ("assigned" | "revoked", partitions); aiokafka is eager
+        self.consumed: list[Position] = []
+        self.committed = threading.Event()
+        self.process = subprocess.Popen([sys.executable, "-c", AIOKAFKA_MEMBER, boot, group, topic, group_instance_id],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.reader = threading.Thread(target=self._read, name="aiokafka-member-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            event = json.loads(line)
+            if event["event"] == "records":
+                self.consumed.extend((p, o) for p, o in event["positions"])
+            elif event["event"] == "committed":
+                self.committed.set()
+            else:
+                self.events.append((event["event"], frozenset(event["partitions"])))
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        """The eager protocol revokes everything, then assigns everything anew."""
+        events = list(self.events)
+        return events[-1][1] if events and events[-1][0] == "assigned" else frozenset()
+
+    def revocations(self) -> int:
+        """Revocations of something (aiokafka also calls it with nothing before its first join)."""
+        return sum(1 for kind, partitions in self.events if kind == "revoked" and partitions)
+
+    def check_alive(self) -> None:
+        assert self.process.poll() is None, f"the aiokafka member exited {self.process.returncode}"
+
+    def commit(self) -> None:
+        self.process.stdin.write("commit\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        """Close the consumer (static: without leaving) and wait for the process to exit."""
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write("close\n")
+                self.process.stdin.flush()
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process.stdin.close()
+        self.reader.join(timeout=10)
+        self.process.stdout.close()
 
 
 def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
@@ -608,13 +660,12 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
     try:
         confluent.subscribe(topic)
         kafka_python.subscribe([topic], listener=Revocations())
-        aio.start()
 
         def poll_sync_members() -> None:
             confluent.poll()
             for records in kafka_python.poll(timeout_ms=50).values():
                 kafka_python_seen.extend((r.partition, r.offset) for r in records)
-            assert aio.error is None, aio.error
+            aio.check_alive()
 
         def assignments() -> list[frozenset[int]]:
             return [confluent.assigned(), frozenset(tp.partition for tp in kafka_python.assignment()), aio.assigned]
@@ -625,7 +676,7 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
             return all(len(s) == 2 for s in sets) and len(frozenset().union(*sets)) == partitions
         wait_until(settled, WAIT_S, "three clients sharing six partitions", interval_s=0)
         settled_assignments = assignments()
-        before = (len(confluent.events), kafka_python_revocations[0], aio.revocations)
+        before = (len(confluent.events), kafka_python_revocations[0], aio.revocations())
         assert describe_group(boot, group).partition_assignor == "roundrobin"
 
         acked = produce(boot, topic)
@@ -638,22 +689,20 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(cluster_factory):
         consumed = confluent.consumed + kafka_python_seen + list(aio.consumed)
         assert len(consumed) == len(set(consumed)), "a record was consumed twice"
         assert set(consumed) == acked
-        assert (len(confluent.events), kafka_python_revocations[0], aio.revocations) == before, "a rebalance in steady state"
+        assert (len(confluent.events), kafka_python_revocations[0], aio.revocations()) == before, "a rebalance in steady state"
         assert assignments() == settled_assignments
 
         assert all(tp.error is None for tp in confluent.consumer.commit(asynchronous=False))
         kafka_python.commit()
-        aio.commit_wanted.set()
+        aio.commit()
         wait_until(lambda: (poll_sync_members(), aio.committed.is_set())[1], WAIT_S, "aiokafka's commit")
         assert {p: kafka_python.committed(KTP(topic, p)) for p in settled_assignments[1]} == \
             {p: ends_of(acked)[p] for p in settled_assignments[1]}
         assert committed_offsets(boot, group, topic, partitions) == ends_of(acked)
     finally:
-        aio.stopping.set()
-        aio.join(timeout=30)
+        aio.close()
         kafka_python.close(autocommit=False)
         confluent.close()
-    assert not aio.is_alive(), "the aiokafka member did not stop"
 
 
 # ---------------------------------------------------------------------------- group admin
@@ -813,3 +862,73 @@ def test_killed_member_is_replaced_after_its_session_and_its_commits_are_resumed
         doomed.stdout.close()
         if survivor is not None:
             survivor.close()
+
+
+def test_kafka_python_and_aiokafka_static_members_restart_without_rebalance(cluster_factory):
+    """KIP-345 with the Python clients: neither sends LeaveGroup when a static member
+    closes; each restarts with its group.instance.id and gets its partitions back, and the
+    other member is never revoked."""
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener as KListener
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KRoundRobin
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group, partitions = unique("static-py"), unique("group-static-py"), 4
+    create_topic(boot, topic, partitions)
+    calls = {"revoked": 0, "assigned": 0}
+
+    class Counting(KListener):
+        def on_partitions_revoked(self, revoked) -> None:
+            calls["revoked"] += 1
+
+        def on_partitions_assigned(self, assigned) -> None:
+            calls["assigned"] += 1
+
+    def kafka_python_member() -> KafkaConsumer:
+        consumer = KafkaConsumer(group_id=group, bootstrap_servers=boot, group_instance_id="kafka-python-static",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10_000,
+                                 heartbeat_interval_ms=500, partition_assignment_strategy=(KRoundRobin,))
+        consumer.subscribe([topic], listener=Counting())
+        return consumer
+
+    kafka_python = kafka_python_member()
+    aio = AioMember(boot, group, topic, group_instance_id="aiokafka-static")
+    try:
+        def kafka_python_assigned() -> frozenset[int]:
+            kafka_python.poll(timeout_ms=100)
+            aio.check_alive()
+            return frozenset(tp.partition for tp in kafka_python.assignment())
+
+        def settled() -> bool:
+            mine = kafka_python_assigned()
+            return len(mine) == 2 and len(aio.assigned) == 2 and mine | aio.assigned == frozenset(range(partitions))
+        wait_until(settled, WAIT_S, "two static members sharing four partitions", interval_s=0)
+        before = {"kafka-python": kafka_python_assigned(), "aiokafka": aio.assigned}
+
+        # kafka-python's member restarts; aiokafka's must see nothing.
+        aio_events = len(aio.events)
+        kafka_python.close(autocommit=False)
+        kafka_python = kafka_python_member()
+        wait_until(lambda: kafka_python_assigned() == before["kafka-python"], WAIT_S, "kafka-python's member back")
+        end = time.monotonic() + 3  # several heartbeat intervals: a rebalance would reach aiokafka's member
+        while time.monotonic() < end:
+            kafka_python_assigned()
+        assert aio.events[aio_events:] == [], "aiokafka's member saw a rebalance"
+        assert aio.assigned == before["aiokafka"]
+
+        # aiokafka's member restarts; kafka-python's must see nothing.
+        aio.close()
+        assert aio.process.returncode == 0
+        kafka_python_calls = dict(calls)
+        aio = AioMember(boot, group, topic, group_instance_id="aiokafka-static")
+        wait_until(lambda: (kafka_python_assigned(), aio.assigned == before["aiokafka"])[1], WAIT_S, "aiokafka's member back")
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            assert kafka_python_assigned() == before["kafka-python"]
+        assert calls == kafka_python_calls, "kafka-python's member saw a rebalance"
+        assert aio.revocations() == 0
+        assert [e for e in aio.events if e[0] == "assigned"] == [("assigned", before["aiokafka"])]
+    finally:
+        aio.close()
+        kafka_python.close(autocommit=False)
