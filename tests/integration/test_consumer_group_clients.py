@@ -214,6 +214,36 @@ def test_subscribed_members_consume_each_record_once_and_commit(cluster_factory,
         close_all(members)
 
 
+def test_group_rebalances_onto_partitions_added_to_its_topic(cluster_factory):
+    """The leader notices the new partitions in its metadata and rejoins a Stable group
+    (the coordinator rebalances on a leader's JoinGroup); records written to the new
+    partitions are consumed."""
+    from confluent_kafka.admin import NewPartitions
+
+    c = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    boot = c.status()["bootstrap"]
+    topic, group = unique("growing"), unique("group-growing")
+    create_topic(boot, topic, 2)
+    members = [Member(boot, group, f"member-{i}", **{"partition.assignment.strategy": "range",
+                                                      "topic.metadata.refresh.interval.ms": 1000}) for i in range(2)]
+    try:
+        for m in members:
+            m.subscribe(topic)
+        wait_balanced(members, 2)
+        admin = AdminClient({"bootstrap.servers": boot})
+        for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+            future.result(timeout=30)
+        wait_balanced(members, 4)
+        acked = produce(boot, topic, 1000)
+        assert {p for p, _ in acked} == {0, 1, 2, 3}
+        consume_all(members, acked)
+        consumed = [pos for m in members for pos in m.consumed]
+        assert len(consumed) == len(set(consumed))
+        assert set(consumed) == acked
+    finally:
+        close_all(members)
+
+
 # ---------------------------------------------------------------------------- commit modes
 
 
