@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             print("  .venv/bin/kafkalite topics create demo --partitions 3 --replication-factor 3")
             print("  seq 1 10 | .venv/bin/kafkalite produce demo")
             print("  .venv/bin/kafkalite consume demo --from-beginning --max-messages 10")
+            print("  .venv/bin/kafkalite consume demo --group readers --from-beginning --max-messages 10   # in a consumer group")
+            print("  .venv/bin/kafkalite groups describe readers")
             print(f"  kcat -b {boot} -L")
             return 0
         c = LocalCluster.load(args.dir)
