@@ -31,7 +31,7 @@ bootstrap_venv() {
     want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         _log "installing kafkalite and its test dependencies into .venv"
-        "$PY" -m pip install -q -e "$ROOT[test]" >&2
+        "$PY" -m pip install -q -e "$ROOT[test,spark]" >&2
         echo "$want" > "$stamp"
     fi
 }
