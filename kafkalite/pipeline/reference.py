@@ -10,15 +10,23 @@ one ("click", "") row with amount_sum 0. Only events that `validate` accepts tak
 The job uses ``withWatermark("event_time", "10 seconds")`` and append output mode. Spark
 (3.5+/4.x, one stateful operator) behaves like this, micro-batch by micro-batch:
 
-1. The watermark used by batch k is ``max(previous watermark, max event time of batches
-   0..k-1 - delay)``; it starts at 0 and never decreases. Batch k's own rows do not move
-   the watermark batch k uses.
-2. A row of batch k whose window has ``end <= watermark`` is dropped as late (Spark's
-   late-row filter on the window column compares the window's end).
-3. At the end of batch k, every window with ``end <= watermark`` is emitted once, final,
-   and its state dropped. Windows not yet closed are not emitted (append mode).
-4. After the last data batch Spark runs one more, empty, batch when the watermark moved,
-   so windows closed by the data are emitted; windows still open after it never are.
+1. The watermark of batch k is ``max(previous watermark, max event time of batches 0..k-1
+   - delay)``; it starts at 0 and never decreases. Batch k's own rows do not move the
+   watermark batch k uses.
+2. A row of batch k whose window has ``end <= the watermark of batch k-1`` is dropped as
+   late. Note the lag: the late-row filter uses the *previous* batch's watermark (Spark
+   3.4+ keeps a late-events watermark and an eviction watermark, one batch apart, for
+   chained stateful operators), so a row behind the current watermark may still be
+   counted -- in a window that rule 3 then emits at the end of this same batch.
+3. At the end of batch k, every window with ``end <= the watermark of batch k`` is emitted
+   once, final, and its state dropped. Windows not yet closed are not emitted (append).
+4. After the last data batch Spark runs one more, empty, batch when the watermark moved
+   (with Trigger.AvailableNow too), so windows closed by the data are emitted; windows
+   still open after it never are.
+
+These rules were checked against a real Spark 4.3 streaming query, micro-batch by
+micro-batch (tests/integration/test_pipeline_reference_spark.py): rule 2 as first written,
+with the current watermark, did not match; with the previous one it matches exactly.
 
 Whether a late event is dropped therefore depends on where the micro-batch boundaries
 fell, so `append_mode_output` takes the events *as batches*. The end-to-end test gets the
@@ -96,10 +104,11 @@ def append_mode_output(batches: Sequence[Sequence[Event]], *, window_ms: int = W
     watermark_ms = 0
     max_seen_ms: int | None = None
     for batch in [*batches, []]:  # the trailing no-data batch of rule 4
+        late_watermark_ms = watermark_ms  # rule 2: the previous batch's watermark
         if max_seen_ms is not None:
             watermark_ms = max(watermark_ms, max_seen_ms - delay_ms)
         for event in batch:
-            if window_start(event.event_time_ms, window_ms) + window_ms <= watermark_ms:
+            if window_start(event.event_time_ms, window_ms) + window_ms <= late_watermark_ms:
                 result.dropped_late.append(event)
             else:
                 _add(state, event, window_ms)

@@ -36,21 +36,20 @@ def test_aggregate_groups_by_tumbling_window_type_and_currency():
 
 def test_append_mode_emits_closed_windows_and_drops_late_rows_by_batch():
     batches = [
-        [o(1, "1"), o(5, "2")],           # watermark 0: nothing dropped, nothing closed
-        [o(12, "3"), o(25, "4")],         # watermark max(5-10)=0 still
-        [o(2, "10"), o(31, "5")],         # watermark 25-10=15: window [0,10) closed -> o(2) late
-        [o(14, "6"), o(45, "7")],         # watermark 31-10=21: [10,20) closed, o(14) late
+        [o(1, "1"), o(5, "2")],      # watermark 0
+        [o(12, "3"), o(25, "4")],    # watermark max(5-10)=0
+        [o(2, "10"), o(31, "5")],    # watermark 15, late filter 0: o(2) kept; [0,10) emitted
+        [o(14, "6"), o(45, "7")],    # watermark 21, late filter 15: o(14) kept; [10,20) emitted
+        [o(8, "100")],               # watermark 35, late filter 21: o(8) dropped; [20,30) emitted
     ]
     result = append_mode_output(batches)
-    # Batch 2 emitted [0,10) (1+2); batch 3 emitted [10,20) (3 only: o(14) was dropped);
-    # the trailing empty batch has watermark 45-10=35: emits [20,30) (4); [30,40) ends at
-    # 40 > 35 and stays open, as does [40,50).
     assert result.emitted == {
-        WindowKey(0, "order", "EUR"): agg(2, "3"),
-        WindowKey(10 * S, "order", "EUR"): agg(1, "3"),
+        WindowKey(0, "order", "EUR"): agg(3, "13"),
+        WindowKey(10 * S, "order", "EUR"): agg(2, "9"),
         WindowKey(20 * S, "order", "EUR"): agg(1, "4"),
     }
-    assert [e.amount for e in result.dropped_late] == [Decimal(10), Decimal(6)]
+    assert [e.amount for e in result.dropped_late] == [Decimal(100)]
+    # the trailing empty batch keeps watermark 35: [30,40) and [40,50) stay open
     assert result.open_windows == {WindowKey(30 * S, "order", "EUR"): agg(1, "5"),
                                    WindowKey(40 * S, "order", "EUR"): agg(1, "7")}
     assert result.watermark_ms == 35 * S
@@ -65,14 +64,18 @@ def test_a_late_row_in_the_same_batch_as_the_rows_that_make_it_late_is_kept():
 
 
 def test_a_row_behind_the_watermark_but_in_an_open_window_is_kept():
-    # watermark 25-10=15 in batch 1; o(19) is older than 15 s but its window ends at 20 > 15.
+    # watermark 15 in batch 1; o(19) is older than 15 s but its window ends at 20 > 15.
     # A third batch at 31 s moves the watermark to 21 and closes [10,20) with o(19) in it.
     result = append_mode_output([[o(25, "1")], [o(19, "2")], [o(31, "3")]])
     assert result.dropped_late == []
     assert result.emitted == {WindowKey(10 * S, "order", "EUR"): agg(1, "2")}
 
 
-def test_the_watermark_never_goes_back():
+def test_the_late_row_filter_lags_one_batch_behind_the_watermark():
+    # Batch 1 has watermark 30, but filters late rows with batch 0's watermark (0): o(1) is
+    # counted, and [0,10) is emitted at the end of batch 1. Batch 2 filters with 30: o(2)
+    # is dropped.
     result = append_mode_output([[o(40, "1")], [o(1, "2")], [o(2, "3")]])
-    assert [e.amount for e in result.dropped_late] == [Decimal(2), Decimal(3)]
+    assert result.emitted == {WindowKey(0, "order", "EUR"): agg(1, "2")}
+    assert [e.amount for e in result.dropped_late] == [Decimal(3)]
     assert result.watermark_ms == 30 * S
