@@ -55,3 +55,15 @@ def test_tasks_run_in_executor_python_workers_on_both_workers_and_nothing_is_lef
         cluster.stop()
     assert cluster.leftover_pids() == []
     assert not any(pid_alive(pid) for pid in cluster.pids)
+
+
+def test_validate_runs_in_executor_python_workers_and_agrees_with_the_driver(spark_standalone):
+    from kafkalite.pipeline.events import GeneratorConfig, generate, validate
+
+    records = generate(GeneratorConfig(seed=9, bad_fraction=0.3, late_fraction=0.1), 400)
+    spark = session_builder(spark_standalone, "kafkalite-validate-on-executors").getOrCreate()
+    try:
+        got = spark.sparkContext.parallelize([r.value for r in records], 4).map(validate).collect()
+    finally:
+        spark.stop()
+    assert got == [validate(r.value) for r in records]
