@@ -86,6 +86,7 @@ class SparkStandaloneCluster:
         # Every descendant ever seen, as (pid, start time): executors and Python workers.
         self._seen: set[tuple[int, int]] = set()
         self.start_s: float | None = None  # measured: spawn to all workers ALIVE
+        self.stop_s: float | None = None  # measured: the last stop()
 
     @property
     def master_url(self) -> str:
@@ -125,13 +126,17 @@ class SparkStandaloneCluster:
                     "--work-dir", str(work_dir), self.master_url])
             self._wait_workers_alive(began + timeout_s)
         except BaseException:
-            self.stop()
+            try:
+                self.stop()
+            except SparkClusterError as e:  # keep the start failure as the error raised
+                print(f"spark cluster: {e}", file=sys.stderr)
             raise
         self.start_s = time.monotonic() - began
 
     def stop(self) -> None:
         """Stop every process this cluster started (daemons, executors, Python workers);
         idempotent. Raises if any survived SIGKILL."""
+        began = time.monotonic()
         self._remember_descendants()
         for _name, proc in reversed(self.procs):  # workers first: they stop their executors
             self._stop_daemon(proc)
@@ -142,6 +147,7 @@ class SparkStandaloneCluster:
                 os.kill(pid, signal.SIGKILL)
                 wait_pid_exit(pid, STOP_GRACE_S)
         left = self.leftover_pids()
+        self.stop_s = time.monotonic() - began
         if left:
             raise SparkClusterError(f"processes left after stop: {left}")
 
@@ -270,7 +276,8 @@ def _start_time(pid: int) -> int | None:
 
 def session_builder(cluster: SparkStandaloneCluster, app_name: str, *, executor_memory: str = EXECUTOR_MEMORY_DEFAULT):
     """A SparkSession builder for this cluster: one 1-core executor per worker, no driver
-    UI, the driver bound to loopback, and Python workers on ``cluster.python``.
+    UI, the driver bound to loopback, and Python workers on ``cluster.python`` (this also
+    sets PYSPARK_PYTHON in this process's environment, which pyspark reads on the driver).
     The caller calls ``.getOrCreate()`` (after adding its own configs) and ``.stop()``."""
     from pyspark.sql import SparkSession
 
@@ -286,8 +293,9 @@ def session_builder(cluster: SparkStandaloneCluster, app_name: str, *, executor_
             .config("spark.sql.shuffle.partitions", "4"))
 
 
-def task_location(_index: int) -> list[tuple[int, str, str]]:
-    """Run as a Spark task: ``[(pid, hostname, kafkalite.__file__)]`` of the Python worker.
+def task_location(_index: int) -> list[tuple[int, str, str, str]]:
+    """Run as a Spark task: ``[(pid, hostname, kafkalite.__file__, sys.executable)]`` of the
+    Python worker that runs it.
 
     It lives here, not in a test module, on purpose: executors unpickle functions by module
     name, and a test module (tests/ is not a package on their sys.path) is not importable
@@ -296,4 +304,4 @@ def task_location(_index: int) -> list[tuple[int, str, str]]:
 
     import kafkalite
 
-    return [(os.getpid(), socket.gethostname(), kafkalite.__file__)]
+    return [(os.getpid(), socket.gethostname(), kafkalite.__file__, sys.executable)]

@@ -39,11 +39,12 @@ def test_tasks_run_in_executor_python_workers_on_both_workers_and_nothing_is_lef
         rows = sc.parallelize(range(TASKS), TASKS).flatMap(task_location).collect()
         job_s = time.monotonic() - job_began
         print(f"session {session_s:.1f} s, two executors {executors_s:.1f} s, first job {job_s:.1f} s; "
-              f"hosts {sorted({host for _, host, _ in rows})}")
+              f"hosts {sorted({row[1] for row in rows})}")
         assert len(rows) == TASKS
-        pids = {pid for pid, _, _ in rows}
+        pids = {row[0] for row in rows}
         assert os.getpid() not in pids
-        assert all(path == kafkalite.__file__ for _, _, path in rows)
+        assert {row[2] for row in rows} == {kafkalite.__file__}
+        assert {row[3] for row in rows} == {cluster.python}  # the venv's interpreter
         # Python workers forked by executor JVMs, which the worker daemons launched: each
         # task's process descends from a worker, not from this driver, and both are used.
         assert len(pids) >= 2
@@ -55,6 +56,7 @@ def test_tasks_run_in_executor_python_workers_on_both_workers_and_nothing_is_lef
         cluster.stop()
     assert cluster.leftover_pids() == []
     assert not any(pid_alive(pid) for pid in cluster.pids)
+    print(f"stopped in {cluster.stop_s:.1f} s")
 
 
 def test_validate_runs_in_executor_python_workers_and_agrees_with_the_driver(spark_standalone):
