@@ -38,6 +38,8 @@ _SOURCE_KEYS = frozenset({
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
 })
 _SINK_KEYS = frozenset({"topic", "includeheaders"})
+# Options Spark itself passes to every data source (streaming checkpoints, file paths).
+_SPARK_OWN_KEYS = frozenset({"path", "checkpointlocation"})
 
 # Kafka client options Spark refuses, with Spark's reasons.
 _SOURCE_REFUSED = {
@@ -302,7 +304,7 @@ def _client_config(opts: dict[str, str], refused: Mapping[str, str]) -> tuple[st
 
 def _refuse_unknown(opts: dict[str, str], known: frozenset[str], what: str) -> None:
     for key in sorted(opts):
-        if not key.startswith(KAFKA_PREFIX) and key not in known and key != "path":
+        if not key.startswith(KAFKA_PREFIX) and key not in known and key not in _SPARK_OWN_KEYS:
             raise KafkaliteSparkOptionError(key, f"is not an option of the kafkalite {what}")
 
 

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from kafkalite.spark import KafkaliteDataSource  # noqa: E402
 
-BROKER = {"log.retention.check.interval.ms": 500, "log.segment.delete.delay.ms": 0}
+BROKER = {"log.retention.check.interval.ms": 500}
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,12 @@ def create_topic(boot: str, topic: str, partitions: int = 3, config: dict[str, s
                            .topics[topic].partitions) == partitions, 30, f"{topic} in metadata")
 
 
+def headers_of(i: int) -> list | None:
+    return [("h", b"%d" % i), ("empty", None)] if i % 2 == 0 else None
+
+
 def produce(boot: str, topic: str, n: int, partitions: int = 3, ts0_ms: int = 1_700_000_000_000,
-            value_bytes: int = 0) -> list[dict]:
+            value_bytes: int = 0, flush_each: bool = False) -> list[dict]:
     """n records round-robin over the partitions, with keys, headers and timestamps ts0 + i s;
     returns what the broker acknowledged."""
     acked: list[dict] = []
@@ -88,13 +92,15 @@ def produce(boot: str, topic: str, n: int, partitions: int = 3, ts0_ms: int = 1_
             errors.append(err)
             return
         acked.append({"partition": msg.partition(), "offset": msg.offset(), "key": msg.key(), "value": msg.value(),
-                      "headers": msg.headers(), "timestamp": msg.timestamp()[1]})
+                      "headers": headers_of(int(msg.key().split(b"-")[1])), "timestamp": msg.timestamp()[1]})
 
     p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     for i in range(n):
         value = (b"value-%d-" % i).ljust(value_bytes, b"x")
         p.produce(topic, key=b"key-%d" % i, value=value, partition=i % partitions, timestamp=ts0_ms + 1000 * i,
-                  headers=[("h", b"%d" % i), ("empty", None)] if i % 2 == 0 else None, on_delivery=done)
+                  headers=headers_of(i), on_delivery=done)
+        if flush_each:  # one batch per record, so that small segments roll
+            p.flush(30)
     assert p.flush(60) == 0
     assert errors == []
     return acked
@@ -168,7 +174,8 @@ def test_min_partitions_splits_ranges_and_reads_the_same_rows(spark, boot):
 
 def test_fail_on_data_loss_both_ways(spark, boot):
     create_topic(boot, "vanishing", partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
-    produce(boot, "vanishing", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200)
+    produce(boot, "vanishing", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
+            flush_each=True)
     c = Consumer({"bootstrap.servers": boot, "group.id": "probe"})
     low = wait_until(lambda: c.get_watermark_offsets(TopicPartition("vanishing", 0), timeout=5, cached=False)[0] or None,
                      60, "retention to delete old segments")
