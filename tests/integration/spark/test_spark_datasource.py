@@ -57,6 +57,7 @@ def boot(zk_server, tmp_path_factory) -> Iterator[str]:
 def spark() -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = (SparkSession.builder.master("local[2]").appName("kafkalite-spark-tests")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC").getOrCreate())
