@@ -1,0 +1,256 @@
+"""The `kafkalite` PySpark data source against a real 3-broker cluster and a real local
+SparkSession (local[2]): batch reads equal what was produced, offset ranges and
+timestamps, minPartitions splitting, failOnDataLoss both ways, bad options, and the sink
+in batch and streaming (Trigger.AvailableNow with a checkpoint).
+
+One SparkSession and one cluster for the whole module: starting either costs seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop_client
+from kafkalite.testing.probes import wait_until
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from kafkalite.spark import KafkaliteDataSource  # noqa: E402
+
+BROKER = {"log.retention.check.interval.ms": 500}
+
+
+@pytest.fixture(scope="module")
+def boot(zk_server, tmp_path_factory) -> Iterator[str]:
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    chroot = f"/spark-{uuid.uuid4().hex}"
+    zk = start_client(zk_server.connect_string)
+    try:
+        zk.create(chroot)
+    finally:
+        stop_client(zk)
+    ports = free_ports(9)
+    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, overrides={**TEST_BROKER_OVERRIDES, **BROKER},
+                           zk_connect=zk_server.connect_string + chroot,
+                           ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
+    try:
+        cluster.up()
+        yield cluster.status()["bootstrap"]
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (SparkSession.builder.master("local[2]").appName("kafkalite-spark-tests")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.dataSource.register(KafkaliteDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def create_topic(boot: str, topic: str, partitions: int = 3, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": boot})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
+                                                config=config or {})]).values():
+        future.result(timeout=30)
+    wait_until(lambda: len(Consumer({"bootstrap.servers": boot, "group.id": "probe"}).list_topics(topic, timeout=5)
+                           .topics[topic].partitions) == partitions, 30, f"{topic} in metadata")
+
+
+def headers_of(i: int) -> list | None:
+    return [("h", b"%d" % i), ("empty", None)] if i % 2 == 0 else None
+
+
+def produce(boot: str, topic: str, n: int, partitions: int = 3, ts0_ms: int = 1_700_000_000_000,
+            value_bytes: int = 0, flush_each: bool = False) -> list[dict]:
+    """n records round-robin over the partitions, with keys, headers and timestamps ts0 + i s;
+    returns what the broker acknowledged."""
+    acked: list[dict] = []
+    errors: list = []
+
+    def done(err, msg):
+        if err is not None:
+            errors.append(err)
+            return
+        acked.append({"partition": msg.partition(), "offset": msg.offset(), "key": msg.key(), "value": msg.value(),
+                      "headers": headers_of(int(msg.key().split(b"-")[1])), "timestamp": msg.timestamp()[1]})
+
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        value = (b"value-%d-" % i).ljust(value_bytes, b"x")
+        p.produce(topic, key=b"key-%d" % i, value=value, partition=i % partitions, timestamp=ts0_ms + 1000 * i,
+                  headers=headers_of(i), on_delivery=done)
+        if flush_each:  # one batch per record, so that small segments roll
+            p.flush(30)
+    assert p.flush(60) == 0
+    assert errors == []
+    return acked
+
+
+def read(spark, boot: str, **options):
+    return spark.read.format("kafkalite").option("kafka.bootstrap.servers", boot).options(**options).load()
+
+
+def as_records(rows, headers: bool = True) -> list[dict]:
+    out = []
+    for r in rows:
+        rec = {"partition": r["partition"], "offset": r["offset"], "key": bytes(r["key"]) if r["key"] is not None else None,
+               "value": bytes(r["value"]), "timestamp": int(r["timestamp"].timestamp() * 1000)}
+        if headers:
+            rec["headers"] = [(h["key"], bytes(h["value"]) if h["value"] is not None else None)
+                              for h in r["headers"]] if r["headers"] is not None else None
+        out.append(rec)
+    return sorted(out, key=lambda rec: (rec["partition"], rec["offset"]))
+
+
+def sort_acked(acked: list[dict]) -> list[dict]:
+    return sorted(acked, key=lambda rec: (rec["partition"], rec["offset"]))
+
+
+def test_batch_read_equals_what_was_produced(spark, boot):
+    create_topic(boot, "orders")
+    acked = produce(boot, "orders", 300)
+    df = read(spark, boot, subscribe="orders", includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                                  "timestampType", "headers"]
+    assert df.schema.simpleString() == ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+                                        "timestamp:timestamp,timestampType:int,"
+                                        "headers:array<struct<key:string,value:binary>>>")
+    rows = df.collect()
+    assert as_records(rows) == sort_acked(acked)
+    assert {r["topic"] for r in rows} == {"orders"}
+    assert {r["timestampType"] for r in rows} == {0}
+    plain = read(spark, boot, subscribePattern="ord.*")
+    assert "headers" not in plain.columns
+    assert plain.count() == 300
+
+
+def test_offset_ranges_and_starting_offsets_by_timestamp(spark, boot):
+    create_topic(boot, "ranges", partitions=2)
+    acked = produce(boot, "ranges", 100, partitions=2)  # partition p holds i with i % 2 == p, at offset i // 2
+    rows = read(spark, boot, assign='{"ranges":[0,1]}', startingOffsets='{"ranges":{"0":10,"1":-2}}',
+                endingOffsets='{"ranges":{"0":20,"1":5}}').collect()
+    got = sorted((r["partition"], r["offset"]) for r in rows)
+    assert got == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
+    # record i has timestamp ts0 + i s: from i = 60 on, i.e. offsets 30.. of both partitions
+    ts = 1_700_000_000_000 + 60_000
+    rows = read(spark, boot, subscribe="ranges",
+                startingOffsetsByTimestamp=json.dumps({"ranges": {"0": ts, "1": ts}})).collect()
+    want = sorted((rec["partition"], rec["offset"]) for rec in acked if rec["timestamp"] >= ts)
+    assert sorted((r["partition"], r["offset"]) for r in rows) == want
+    rows = read(spark, boot, subscribe="ranges", startingTimestamp=str(ts), endingTimestamp=str(ts + 20_000)).collect()
+    assert sorted((r["partition"], r["offset"]) for r in rows) == [(0, o) for o in range(30, 40)] + [(1, o) for o in range(30, 40)]
+
+
+def test_min_partitions_splits_ranges_and_reads_the_same_rows(spark, boot):
+    create_topic(boot, "split", partitions=2)
+    produce(boot, "split", 400, partitions=2)
+    whole = read(spark, boot, subscribe="split")
+    split = read(spark, boot, subscribe="split", minPartitions="8")
+    assert whole.rdd.getNumPartitions() == 2
+    assert split.rdd.getNumPartitions() == 8
+    key = lambda r: (r["partition"], r["offset"])  # noqa: E731
+    assert sorted(split.collect(), key=key) == sorted(whole.collect(), key=key)
+
+
+def test_fail_on_data_loss_both_ways(spark, boot):
+    create_topic(boot, "vanishing", partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
+    produce(boot, "vanishing", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
+            flush_each=True)
+    c = Consumer({"bootstrap.servers": boot, "group.id": "probe"})
+    low = wait_until(lambda: c.get_watermark_offsets(TopicPartition("vanishing", 0), timeout=5, cached=False)[0] or None,
+                     60, "retention to delete old segments")
+    high = c.get_watermark_offsets(TopicPartition("vanishing", 0), timeout=5)[1]
+    c.close()
+    options = {"subscribe": "vanishing", "startingOffsets": '{"vanishing":{"0":0}}'}
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read(spark, boot, **options).collect()
+    rows = read(spark, boot, failOnDataLoss="false", **options).collect()
+    offsets = sorted(r["offset"] for r in rows)
+    assert offsets[0] >= low
+    assert offsets[-1] == high - 1
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"subscribe": "orders", "startingOffsets": "latest"}, "startingOffsets"),
+    ({"subscribe": "orders", "assign": '{"orders":[0]}'}, "assign"),
+    ({"subscribe": "orders", "kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset"),
+    ({"subscribe": "orders", "startingOfsets": "earliest"}, "startingofsets"),
+])
+def test_bad_options_are_errors_naming_the_option(spark, boot, options, named):
+    with pytest.raises(Exception) as info:
+        read(spark, boot, **options).collect()
+    assert f"option '{named}'" in str(info.value)
+
+
+def consume_all(boot: str, topic: str, partitions: int, expected: int) -> list:
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"check-{uuid.uuid4().hex}", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list = []
+    deadline = time.monotonic() + 60
+    while len(out) < expected and time.monotonic() < deadline:
+        for m in c.consume(500, 0.5):
+            if m.error() is None:
+                out.append(m)
+    c.close()
+    return out
+
+
+def test_batch_write_round_trip(spark, boot):
+    create_topic(boot, "written", partitions=2)
+    data = [(f"k{i}", f"v{i}".encode(), i % 2, [(f"h{i}", b"x")]) for i in range(200)]
+    df = spark.createDataFrame(data, "key string, value binary, partition int, headers array<struct<key:string,value:binary>>")
+    df.write.format("kafkalite").option("kafka.bootstrap.servers", boot).option("topic", "written").mode("append").save()
+    got = consume_all(boot, "written", 2, 200)
+    assert sorted((m.key().decode(), m.value(), m.partition(), m.headers()) for m in got) == \
+        sorted((k, v, p, [(h[0][0], h[0][1])]) for k, v, p, h in data)
+    back = read(spark, boot, subscribe="written", includeHeaders="true")
+    assert back.count() == 200
+
+
+def test_write_without_topic_names_it(spark, boot):
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception) as info:
+        df.write.format("kafkalite").option("kafka.bootstrap.servers", boot).mode("append").save()
+    assert "option 'topic'" in str(info.value)
+
+
+def test_streaming_write_round_trip_with_available_now(spark, boot, tmp_path):
+    create_topic(boot, "streamed", partitions=2)
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(3):
+        (source / f"part-{f}.json").write_text("".join(json.dumps({"id": f * 100 + i}) + "\n" for i in range(100)))
+    stream = (spark.readStream.schema("id long").json(str(source))
+              .selectExpr("'streamed' as topic", "cast(id as string) as key", "to_json(struct(id)) as value"))
+    query = (stream.writeStream.format("kafkalite").option("kafka.bootstrap.servers", boot)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    got = consume_all(boot, "streamed", 2, 300)
+    assert sorted(int(m.key()) for m in got) == list(range(300))
+    # a restart from the checkpoint writes nothing again
+    query = (stream.writeStream.format("kafkalite").option("kafka.bootstrap.servers", boot)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert read(spark, boot, subscribe="streamed").count() == 300
