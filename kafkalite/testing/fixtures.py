@@ -166,3 +166,22 @@ def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., LocalCl
 def cluster(cluster_factory) -> LocalCluster:
     """Three real brokers on the session ZooKeeper."""
     return cluster_factory(3)
+
+
+# -- a real Spark standalone cluster -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory):
+    """A Spark standalone master and two 1-core workers (separate JVMs, loopback, free ports),
+    shared by one test module (about 11 s to start on the 2-core test machines); every
+    process it started is stopped after the module, pass or fail. Build sessions on it with
+    kafkalite.testing.spark_cluster.session_builder(cluster, app_name)."""
+    pytest.importorskip("pyspark")
+    from kafkalite.testing.spark_cluster import SparkStandaloneCluster
+
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
