@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkalite.log import records
 from kafkalite.log.config import LogConfig
 from kafkalite.log.errors import OffsetMismatchError, OffsetOutOfRangeError
 from kafkalite.log.log import Log
@@ -269,3 +270,32 @@ def test_bytes_available_is_what_reads_below_the_end_return(sizes, data):
             at = [h for _, h in validate_batches(chunk, from_client=False)][-1].last_offset + 1
         assert log.bytes_available(offset, end) == expected
         log.close()
+
+
+def test_a_read_goes_on_past_segments_that_hold_only_empty_batches(tmp_path):
+    """Compaction leaves segments holding only an empty batch (records gone, producer state
+    kept) until its next pass merges them. librdkafka gives up after about ten fetch answers
+    without a record (it doubles its fetch size up to 1 GiB, then MSG_SIZE_TOO_LARGE), so a
+    read goes on into the next segments until it holds a record, within max_bytes and below
+    max_offset."""
+    from kafkalite.log.batch_filter import empty_batch
+    from kafkalite.log.records import check_batch_at
+
+    log = Log.open(str(tmp_path / "e-0"), LogConfig(segment_bytes=100), now_ms=0)  # a 61-byte batch per segment
+    for i in range(12):  # offsets 10i..10i+9, one segment each, records all gone
+        batch = bytearray(encode_batch([(b"k", b"v", ())] * 10, base_timestamp=1))
+        records.set_base_offset(batch, 0, 10 * i)
+        log.append_as_follower(empty_batch(check_batch_at(bytes(batch), 0)))
+    tail = bytearray(encode_batch([(b"k", b"latest", ())], base_timestamp=1))
+    records.set_base_offset(tail, 0, 120)
+    log.append_as_follower(bytes(tail))
+    assert len(log.segments) >= 12
+
+    def batches(data: bytes) -> list[tuple[int, int]]:
+        return [(h.base_offset, h.record_count) for _, h in validate_batches(data, from_client=False)]
+
+    assert batches(log.read(0, 1 << 20)) == [(10 * i, 0) for i in range(12)] + [(120, 1)]
+    assert batches(log.read(55, 1 << 20)) == [(10 * i, 0) for i in range(5, 12)] + [(120, 1)]
+    assert batches(log.read(0, 1 << 20, max_offset=30)) == [(0, 0), (10, 0), (20, 0)]  # never at or past the HW
+    assert batches(log.read(0, 61 * 2)) == [(0, 0), (10, 0)]  # nor past max_bytes (min_one for the first only)
+    log.close()
