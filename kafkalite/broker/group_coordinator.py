@@ -33,13 +33,12 @@ from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.clock import wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.group_coordinator import GroupCoordinator, GroupCoordinatorConfig
+from kafkalite.core.group_coordinator import GroupCoordinator, GroupCoordinatorConfig, leadership_events
 from kafkalite.core.group_messages import (
+    OFFSETS_TOPIC,
     AppendCompleted,
     AppendFailed,
     AppendRecords,
-    BecameFollower,
-    BecameLeader,
     GroupEvent,
     GroupResponse,
     ListGroupsRequest,
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_RETRY_BACKOFF_S = 1.0
 
 
@@ -160,19 +158,9 @@ class GroupCoordinatorDriver:
     # -------------------------------------------------------------- leadership
 
     def on_roles_changed(self, changes: core_rm.RoleChanges) -> None:
-        """After the replica manager carried out a LeaderAndIsr or StopReplica: each offsets
-        partition it named is now led here (load it) or not (unload it)."""
-        named = {tp for tp, _code in changes.codes} | set(changes.removed)
-        for topic, p in sorted(named):
-            if topic != OFFSETS_TOPIC or p >= self.offsets_topic_partitions:
-                continue
-            part = self.rm.partitions.get((topic, p))
-            if part is None:
-                self.submit(BecameFollower(p, None))
-            elif part.is_leader:
-                self.submit(BecameLeader(p, part.leader_epoch))
-            else:
-                self.submit(BecameFollower(p, part.leader_epoch))
+        """After the replica manager carried out a LeaderAndIsr or StopReplica."""
+        for event in leadership_events(changes, self.rm.partitions.get, self.offsets_topic_partitions):
+            self.submit(event)
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
         gone = tuple(tp for tp in partitions if tp[0] != OFFSETS_TOPIC)

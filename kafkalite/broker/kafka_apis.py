@@ -17,9 +17,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
-from kafkalite.broker.group_coordinator import OFFSETS_TOPIC
 from kafkalite.config import ConfigError, validate_topic_config
-from kafkalite.core.group_messages import partition_for
+from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
 from kafkalite.core.placement import assign_replicas
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries

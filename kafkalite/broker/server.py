@@ -41,7 +41,7 @@ from kafkalite.broker.controller_events import (
 )
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
-from kafkalite.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinatorDriver, coordinator_config
+from kafkalite.broker.group_coordinator import GroupCoordinatorDriver, coordinator_config
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.log_cleaner import LogCleanerDriver
@@ -51,6 +51,7 @@ from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig, make_replica_selector
 from kafkalite.core.consumer_fetch import ClusterView
+from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.core.messages import AlterIsrResponse
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager

@@ -23,13 +23,13 @@ import sys
 import threading
 import time
 
+from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.testing.cluster import ClusterError, LocalCluster
 from kafkalite.testing.group_watch import GroupWatch
 from kafkalite.testing.probes import partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
 from kafkalite.testing.verify import VerifyingProducer, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def say(msg: str) -> None:

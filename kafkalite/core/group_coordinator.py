@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kafkalite.core.codes import ErrorCode, OffsetsRecordError
 from kafkalite.core.group_appends import (
@@ -44,6 +45,7 @@ from kafkalite.core.group_appends import (
     StoreStaticMember,
 )
 from kafkalite.core.group_messages import (
+    OFFSETS_TOPIC,
     AppendCompleted,
     AppendFailed,
     BecameFollower,
@@ -82,12 +84,42 @@ from kafkalite.core.offsets_records import (
     OffsetsRecord,
     decode_record,
 )
+from kafkalite.core.replica_manager import RoleChanges
 
 S = GroupState
 E = ErrorCode
 TP = tuple[str, int]
 
 TIMERS_COMPACT_AT_MIN = 1024  # heap entries before stale ones are worth sweeping
+
+
+class _LedReplica(Protocol):
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+def leadership_events(changes: RoleChanges, replica: Callable[[TP], _LedReplica | None],
+                      offsets_topic_partitions: int) -> list[BecameLeader | BecameFollower]:
+    """What a LeaderAndIsr or StopReplica the replica manager carried out means for the
+    coordinator: each offsets partition it named is now led here (BecameLeader, load it) or
+    not (BecameFollower, unload it). `replica` is the replica manager's view after the change;
+    both drivers feed the core with this."""
+    named = {tp for tp, _code in changes.codes} | set(changes.removed)
+    events: list[BecameLeader | BecameFollower] = []
+    for topic, p in sorted(named):
+        if topic != OFFSETS_TOPIC or p >= offsets_topic_partitions:
+            continue
+        rep = replica((topic, p))
+        if rep is None:
+            events.append(BecameFollower(p, None))
+        elif rep.is_leader:
+            events.append(BecameLeader(p, rep.leader_epoch))
+        else:
+            events.append(BecameFollower(p, rep.leader_epoch))
+    return events
 MEMBER_ID_BYTES_MAX = 2**15 - 1  # an int16-length string, in JoinGroup answers and group records
 
 

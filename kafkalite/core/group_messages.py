@@ -22,6 +22,7 @@ from kafkalite.core.offsets_records import OffsetsRecord
 
 TP = tuple[str, int]
 
+OFFSETS_TOPIC = "__consumer_offsets"  # the groups' records; its partitions' leaders coordinate
 UNKNOWN_MEMBER_ID = ""  # JoinGroupRequest.UNKNOWN_MEMBER_ID
 NO_GENERATION = -1
 NO_LEADER_EPOCH = -1

@@ -16,9 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.group_messages import partition_for
+from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
 from kafkalite.testing.sim import SimConfig, Simulation, SimulationFailure, config_for_seed, run_simulation
-from kafkalite.testing.sim.group_driver import OFFSETS_TOPIC
 from kafkalite.testing.sim.scenario import quiet, settled, zk_state
 
 SEEDS = int(os.environ.get("GROUP_SIM_SEEDS", "240"))

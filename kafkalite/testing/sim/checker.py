@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.core import invariants as inv
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.group_messages import NO_OFFSET
+from kafkalite.core.group_messages import NO_OFFSET, OFFSETS_TOPIC
 from kafkalite.testing.sim import zk as zkm
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 TP = tuple[str, int]
 GTP = tuple[str, TP]  # (group id, topic partition)
-OFFSETS_TOPIC = "__consumer_offsets"
 COMMIT_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT})
 

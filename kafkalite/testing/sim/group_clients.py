@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkalite.core.codes import ErrorCode
-from kafkalite.core.group_messages import OffsetCommitResponse, OffsetFetchResponse, partition_for
+from kafkalite.core.group_messages import OFFSETS_TOPIC, OffsetCommitResponse, OffsetFetchResponse, partition_for
 from kafkalite.testing.sim import zk as zkm
-from kafkalite.testing.sim.group_driver import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kafkalite.testing.sim.runner import Simulation

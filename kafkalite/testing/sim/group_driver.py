@@ -28,13 +28,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.core.codes import CoreError, ErrorCode, NotLeaderOrFollowerError
-from kafkalite.core.group_coordinator import GroupCoordinator, GroupCoordinatorConfig
+from kafkalite.core.group_coordinator import GroupCoordinator, GroupCoordinatorConfig, leadership_events
 from kafkalite.core.group_messages import (
+    OFFSETS_TOPIC,
     AppendCompleted,
     AppendFailed,
     AppendRecords,
-    BecameFollower,
-    BecameLeader,
     GroupEvent,
     LoadedRecord,
     LoadPartition,
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from kafkalite.testing.sim.broker import SimBroker, SimReplica
     from kafkalite.testing.sim.world import Message
 
-OFFSETS_TOPIC = "__consumer_offsets"
 E = ErrorCode
 
 
@@ -119,19 +117,9 @@ class SimGroupDriver:
     # -------------------------------------------------------------- leadership
 
     def on_roles_changed(self, changes: RoleChanges) -> None:
-        """After the replica manager carried out a LeaderAndIsr or StopReplica: each offsets
-        partition it named is now led here (load it) or not (unload it)."""
-        named = {tp for tp, _code in changes.codes} | set(changes.removed)
-        for topic, p in sorted(named):
-            if topic != OFFSETS_TOPIC or p >= self.core.offsets_topic_partitions:
-                continue
-            rep = self.broker.replicas.get((topic, p))
-            if rep is None:
-                self.submit(BecameFollower(p, None))
-            elif rep.is_leader:
-                self.submit(BecameLeader(p, rep.leader_epoch))
-            else:
-                self.submit(BecameFollower(p, rep.leader_epoch))
+        """After the replica manager carried out a LeaderAndIsr or StopReplica."""
+        for event in leadership_events(changes, self.broker.replicas.get, self.core.offsets_topic_partitions):
+            self.submit(event)
 
     def _leads(self, partition: int, leader_epoch: int) -> SimReplica | None:
         rep = self.broker.replicas.get((OFFSETS_TOPIC, partition))

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.broker import SimBroker
 from kafkalite.testing.sim.checker import Checker
@@ -20,7 +21,6 @@ from kafkalite.testing.sim.clients import Clients
 from kafkalite.testing.sim.config import SimConfig
 from kafkalite.testing.sim.faults import FaultInjector
 from kafkalite.testing.sim.group_clients import GroupClients
-from kafkalite.testing.sim.group_driver import OFFSETS_TOPIC
 from kafkalite.testing.sim.world import CLIENT, Message, Network, Scheduler, Trace
 from kafkalite.testing.sim.zk import ZkModel
 
