@@ -31,13 +31,14 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from latency_probe import Probe, percentiles
 
 from kafkalite.log.cleaner import clean
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager
@@ -122,40 +123,6 @@ def alone(args: argparse.Namespace) -> int:
 # -- with a broker --------------------------------------------------------------------------
 
 
-class Probe(threading.Thread):
-    """acks=all records to `probe` at a steady rate; (send time, latency) per delivery."""
-
-    def __init__(self, boot: str, rate: float) -> None:
-        super().__init__(daemon=True)
-        self.boot, self.rate = boot, rate
-        self.samples: list[tuple[float, float]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": self.boot, "acks": "all", "linger.ms": 0})
-        start = time.monotonic()
-        n = 0
-        while not self.halt.is_set() and time.monotonic() - start < DEADLINE_S:
-            sent = time.monotonic()
-            p.produce("probe", value=b"p" * 100, on_delivery=lambda err, msg, t=sent: err is None and self.samples.append(
-                (t, time.monotonic() - t)))
-            p.poll(0)
-            n += 1
-            delay = start + n / self.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        p.flush(30)
-
-
-def _percentiles(latencies: list[float]) -> str:
-    if len(latencies) < 2:
-        return "n/a"
-    q = statistics.quantiles(latencies, n=100)
-    return f"p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms ({len(latencies)} records)"
-
-
 def _busy(admin_port: int) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -191,7 +158,7 @@ def with_broker(args: argparse.Namespace) -> int:
                   "min.compaction.lag.ms": str(lag_ms)}
         for f in admin.create_topics([NewTopic("compacted", 1, 1, config=config), NewTopic("probe", 1, 1)]).values():
             f.result(timeout=60)
-        probe = Probe(boot, args.probe_rate)
+        probe = Probe(boot, args.probe_rate, "probe")
         producer = Producer({"bootstrap.servers": boot, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
                              "queue.buffering.max.messages": 2_000_000})
         rng = random.Random(1)
@@ -231,9 +198,9 @@ def with_broker(args: argparse.Namespace) -> int:
         baseline_end = busy_windows[0][0] - 0.5 if busy_windows else time.monotonic()
         baseline = [lat for t, lat in probe.samples if t < baseline_end]
         during = [lat for t, lat in probe.samples if any(a <= t <= b for a, b in busy_windows)]
-        print(f"probe (acks=all, {args.probe_rate:.0f}/s to `probe`), cleaner idle: {_percentiles(baseline)}")
+        print(f"probe (acks=all, {args.probe_rate:.0f}/s to `probe`), cleaner idle: {percentiles(baseline)}")
         print(f"probe while the cleaner ran ({sum(b - a for a, b in busy_windows):.1f} s): "
-              f"{_percentiles(during)}")
+              f"{percentiles(during)}")
         with open(cluster.broker(1)["log"]) as f:
             for line in f:
                 if "log cleaner: compacted-0" in line:

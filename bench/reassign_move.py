@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from latency_probe import Probe, percentiles
 
 from kafkalite.cli.zk_session import zookeeper
 from kafkalite.testing.cluster import LocalCluster
@@ -37,38 +37,6 @@ from kafkalite.zk.codec import Reassignment, reassignment_throttle
 
 RECORD = 64 * 1024
 DEADLINE_S = 3600
-
-
-class Probe(threading.Thread):
-    """acks=all records to `other` at a steady rate; (send time, latency) per delivery."""
-
-    def __init__(self, boot: str, rate: float) -> None:
-        super().__init__(daemon=True)
-        self.boot, self.rate = boot, rate
-        self.samples: list[tuple[float, float]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.boot, "acks": "all", "linger.ms": 0})
-        start = time.monotonic()
-        n = 0
-        while not self.halt.is_set() and time.monotonic() - start < DEADLINE_S:
-            sent = time.monotonic()
-            p.produce("other", value=b"p" * 100, on_delivery=lambda err, msg, t=sent: err is None and self.samples.append(
-                (t, time.monotonic() - t)))
-            p.poll(0)
-            n += 1
-            delay = start + n / self.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        p.flush(30)
-
-
-def _percentiles(latencies: list[float]) -> str:
-    if len(latencies) < 2:
-        return "n/a"
-    q = statistics.quantiles(latencies, n=100)
-    return f"p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms ({len(latencies)} records)"
 
 
 def _fill(boot: str, size_mb: int) -> float:
@@ -127,7 +95,7 @@ def main() -> int:
         fill_s = _fill(boot, args.size_mb)
         print(f"filled big-0 with {args.size_mb} MiB in {fill_s:.1f} s ({args.size_mb / fill_s:.1f} MiB/s, acks=1)")
         time.sleep(5)  # followers catch up before the baseline
-        probe = Probe(boot, args.probe_rate)
+        probe = Probe(boot, args.probe_rate, "other")
         probe.start()
         time.sleep(10)
         base_end = time.monotonic()
@@ -141,12 +109,12 @@ def main() -> int:
         probe.halt.set()
         probe.join(60)
         baseline = [lat for t, lat in probe.samples if t < base_end]
-        print(f"probe (acks=all, {args.probe_rate:.0f}/s to `other`) before any move: {_percentiles(baseline)}")
+        print(f"probe (acks=all, {args.probe_rate:.0f}/s to `other`) before any move: {percentiles(baseline)}")
         for target, throttle, took, start, end in windows:
             during = [lat for t, lat in probe.samples if start <= t <= end]
             how = f"throttled at {throttle:g} MiB/s" if throttle else "no throttle"
             print(f"move big-0 ({args.size_mb} MiB) -> {list(target)}, {how}: {took:.1f} s "
-                  f"({args.size_mb / took:.1f} MiB/s); probe during the move: {_percentiles(during)}")
+                  f"({args.size_mb / took:.1f} MiB/s); probe during the move: {percentiles(during)}")
         return 0
     finally:
         cluster.down()
