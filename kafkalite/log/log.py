@@ -395,8 +395,8 @@ class Log:
                 break
             parts.append(data)
             max_bytes -= len(data)
-            next_offset, has_records = _batches_summary(data)
-            if has_records:
+            next_offset = _offset_after_empty_batches(data)
+            if next_offset is None:
                 break
             offset = next_offset
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -720,17 +720,18 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 _RECORD_COUNT = struct.Struct(">i")  # at byte 57 of a batch
 
 
-def _batches_summary(data: bytes) -> tuple[int, bool]:
-    """(the offset after the last batch in `data`, whether any batch holds a record);
-    `data` is whole batches."""
-    position, next_offset, has_records = 0, -1, False
+def _offset_after_empty_batches(data: bytes) -> int | None:
+    """None if a batch in `data` (whole batches) holds a record, else the offset after its
+    last batch. Stops at the first batch with a record: the first, on a fetch's hot path."""
+    position, next_offset = 0, -1
     while position + LOG_OVERHEAD <= len(data):
+        if _RECORD_COUNT.unpack_from(data, position + 57)[0] > 0:
+            return None
         base, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
         next_offset = base + _LAST_OFFSET_DELTA.unpack_from(data, position + 23)[0] + 1
-        has_records = has_records or _RECORD_COUNT.unpack_from(data, position + 57)[0] > 0
         position += length + LOG_OVERHEAD
     assert position == len(data), "whole batches only"
-    return next_offset, has_records
+    return next_offset
 
 
 def _whole_batches_end(data: bytes, max_offset: int | None) -> int:
