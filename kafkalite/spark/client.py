@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionError
 from kafkalite.spark.offsets import OffsetRange, Watermarks
+from kafkalite.spark.options import BOOTSTRAP as BOOTSTRAP_OPTION
 from kafkalite.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
@@ -215,6 +216,25 @@ def producer_config(bootstrap_servers: str, client_config: Mapping[str, str]) ->
     config = dict(client_config)
     config.update({"bootstrap.servers": bootstrap_servers, "enable.idempotence": "true", "acks": "all"})
     return config
+
+
+def check_topic_writable(bootstrap_servers: str, client_config: Mapping[str, str], topic: str) -> None:
+    """On the driver, before any task: the sink's `topic` option names a topic that exists
+    (or that the brokers create on first use, auto.create.topics.enable, as a producer's
+    metadata request allows). Otherwise every task would wait out the client's metadata
+    timeout before failing, and Spark would retry each."""
+    producer = open_producer(producer_config(bootstrap_servers, client_config))
+    try:
+        metadata = producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    except KafkaException as e:
+        raise KafkaliteSparkOptionError(BOOTSTRAP_OPTION, f"no answer from the cluster at {bootstrap_servers}: {e}") from None
+    finally:
+        producer.flush(0)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        reason = found.error.str() if found is not None else "not in the cluster's metadata"
+        raise KafkaliteSparkOptionError("topic", f"cannot write to topic {topic!r}: {reason} (create it first, e.g. "
+                                                 f"`kafkalite topics create {topic}`)")
 
 
 def open_producer(config: Mapping[str, str]) -> Producer:

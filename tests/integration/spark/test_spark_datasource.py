@@ -133,3 +133,21 @@ def test_streaming_write_round_trip_with_available_now(spark, boot, tmp_path):
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
     query.awaitTermination(180)
     assert read(spark, boot, subscribe="streamed").count() == 300
+
+
+def test_a_missing_topic(spark, boot):
+    # Subscribing to a topic that does not exist reads nothing, as in Spark; assigning its
+    # partitions is an error naming the option (or skipped, with failOnDataLoss=false).
+    assert read(spark, boot, subscribe="no-such-topic").count() == 0
+    with pytest.raises(Exception) as info:
+        read(spark, boot, assign='{"no-such-topic":[0]}').collect()
+    assert "option 'assign'" in str(info.value) and "no-such-topic" in str(info.value)
+    assert read(spark, boot, assign='{"no-such-topic":[0]}', failOnDataLoss="false").count() == 0
+    # Writing to it fails at once on the driver, naming the topic, instead of each task
+    # waiting out the client's metadata timeout.
+    began = time.monotonic()
+    with pytest.raises(Exception) as info:
+        (spark.createDataFrame([("v",)], "value string").write.format("kafkalite")
+         .option("kafka.bootstrap.servers", boot).option("topic", "no-such-topic").mode("append").save())
+    assert "option 'topic'" in str(info.value) and "no-such-topic" in str(info.value)
+    print(f"\nwrite to a missing topic refused in {time.monotonic() - began:.1f} s")
