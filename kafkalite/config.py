@@ -117,6 +117,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("max.in.flight.requests.per.connection", "int", 100, "requests read ahead per client connection", _positive, "> 0"),
     Setting("request.timeout.ms", "int", 30000, "controller RPC and admin wait timeout", _positive, "> 0"),
     Setting("controller.socket.timeout.ms", "int", 30000, "timeout of controller-to-broker RPCs", _positive, "> 0"),
+    Setting("controller.process.watch.enable", "bool", True,
+            "fail a broker as soon as its process is gone (connection closed, reconnect refused), before its ZooKeeper "
+            "session expires"),
     Setting("controlled.shutdown.enable", "bool", True, "move leaderships away before stopping on SIGTERM"),
     Setting("controlled.shutdown.max.retries", "int", 3, "attempts of controlled shutdown", _positive, "> 0"),
     Setting("controlled.shutdown.retry.backoff.ms", "int", 1000, "back-off between attempts", _non_negative, ">= 0"),

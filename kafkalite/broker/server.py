@@ -115,6 +115,9 @@ class Broker:
         self.kazoo: KazooClient | None = None
         self.zk: ZkAdapter = None  # type: ignore[assignment]
         self.broker_epoch = -1
+        # Names this process among the incarnations of this broker id: a Ping answers it, so
+        # the controller can tell the process it knew from one restarted on its address.
+        self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known

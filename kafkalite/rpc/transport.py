@@ -32,6 +32,11 @@ class RpcError(Exception):
     """The call could not be completed (connection lost, timed out, peer unreachable)."""
 
 
+class RpcConnectRefused(RpcError):
+    """Connecting was refused: nothing listens on the peer's address (its process is gone,
+    or not started yet)."""
+
+
 async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> bytes | None:
     try:
         head = await reader.readexactly(4)
@@ -105,10 +110,11 @@ class RpcServer(StreamServer):
 class RpcClient:
     """A connection to one peer broker; reconnects lazily; every call has a deadline."""
 
-    def __init__(self, host: str, port: int, *, sender: int):
+    def __init__(self, host: str, port: int, *, sender: int, on_drop: Callable[[], None] | None = None):
         self.host = host
         self.port = port
         self.sender = sender
+        self.on_drop = on_drop  # called when an established connection ends (not on close())
         self._cids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._writer: asyncio.StreamWriter | None = None
@@ -131,6 +137,8 @@ class RpcClient:
                 raise RpcError("client closed")
             try:
                 reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+            except ConnectionRefusedError as e:
+                raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             except OSError as e:
                 raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             self._writer = writer
@@ -155,6 +163,8 @@ class RpcClient:
         finally:
             if self._writer is writer:
                 self._drop_connection(error)
+                if self.on_drop is not None and not self._closed:
+                    self.on_drop()
 
     def _drop_connection(self, error: Exception) -> None:
         writer, self._writer = self._writer, None

@@ -1,0 +1,104 @@
+"""The controller's watch on the processes of live brokers (issue 13): evidence that a
+process is gone, long before its ZooKeeper session expires. Verdicts come from
+kafkalite.core.process_watch; this module only connects and pings.
+
+One task per watched registration (broker id, epoch): it pings the broker's inter-broker
+address, then waits until that connection ends; it connects and pings again at once. A
+verdict of GONE calls `on_gone(broker_id, epoch)` once; pinging goes on, and a later
+answer from the very same process calls `on_back(broker_id, epoch)`. Every connection
+attempt and ping is bounded by PING_TIMEOUT_MS, and attempts after a failure are paced by
+RETRY_S, so a watch costs nothing while the broker is healthy and little while it is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kafkalite.aio import cancel_and_wait, spawn
+from kafkalite.core.process_watch import PingAnswer, ProcessWatchState, Verdict
+from kafkalite.rpc.transport import RpcClient, RpcConnectRefused, RpcError
+
+log = logging.getLogger(__name__)
+
+PING_TIMEOUT_MS = 2000
+RETRY_S = 0.2
+
+
+class ProcessWatch:
+    def __init__(self, broker_id: int, epoch: int, host: str, port: int, *, sender: int,
+                 on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None]) -> None:
+        self.state = ProcessWatchState(broker_id, epoch)
+        self.address = (host, port)
+        self._dropped = asyncio.Event()
+        self._client = RpcClient(host, port, sender=sender, on_drop=self._dropped.set)
+        self._on_gone = on_gone
+        self._on_back = on_back
+        self._tasks: set[asyncio.Task] = set()
+        spawn(self._run(), name=f"process-watch-{broker_id}", owner=self._tasks)
+
+    async def _ping(self) -> PingAnswer | str:
+        try:
+            header, _ = await self._client.call("Ping", {}, timeout_ms=PING_TIMEOUT_MS)
+        except RpcConnectRefused:
+            return "refused"
+        except RpcError as e:
+            return str(e)
+        if header.get("error", 0) != 0:  # an old broker without Ping: no verdict, ever
+            return f"error {header.get('error')}"
+        return PingAnswer(int(header["broker_id"]), int(header["broker_epoch"]), str(header["incarnation"]))
+
+    async def _run(self) -> None:
+        st = self.state
+        gone = False
+        while True:
+            self._dropped.clear()
+            outcome = await self._ping()
+            verdict = st.judge(outcome)
+            if verdict is Verdict.GONE and not gone:
+                gone = True
+                log.info("broker %d (epoch %d) at %s:%d is gone: %s", st.broker_id, st.epoch, *self.address,
+                         outcome if isinstance(outcome, str) else f"answered by {outcome}")
+                self._on_gone(st.broker_id, st.epoch)
+            elif verdict is Verdict.ALIVE and gone:
+                gone = False
+                log.info("broker %d (epoch %d) answers again", st.broker_id, st.epoch)
+                self._on_back(st.broker_id, st.epoch)
+            if verdict is Verdict.ALIVE:
+                await self._dropped.wait()  # connected and healthy: nothing to do until it ends
+            else:
+                await asyncio.sleep(RETRY_S)
+
+    async def close(self) -> None:
+        await cancel_and_wait(list(self._tasks))
+        await self._client.close()
+
+
+class ProcessWatches:
+    """The watches of the controller: one per live registration but its own."""
+
+    def __init__(self, own_id: int, on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None]) -> None:
+        self.own_id = own_id
+        self.on_gone = on_gone
+        self.on_back = on_back
+        self.watches: dict[int, ProcessWatch] = {}
+        self._closing: set[asyncio.Task] = set()
+
+    def sync(self, registrations: dict[int, tuple[int, str, int]]) -> None:
+        """Watch exactly these registrations: broker -> (epoch, host, inter-broker port)."""
+        for bid, watch in list(self.watches.items()):
+            wanted = registrations.get(bid)
+            if wanted is None or (wanted[0], wanted[1], wanted[2]) != (watch.state.epoch, *watch.address):
+                del self.watches[bid]
+                spawn(watch.close(), name=f"close-process-watch-{bid}", owner=self._closing)
+        for bid, (epoch, host, port) in registrations.items():
+            if bid != self.own_id and bid not in self.watches:
+                self.watches[bid] = ProcessWatch(bid, epoch, host, port, sender=self.own_id, on_gone=self.on_gone,
+                                                 on_back=self.on_back)
+
+    async def close(self) -> None:
+        for watch in list(self.watches.values()):
+            await watch.close()
+        self.watches.clear()
+        await asyncio.gather(*list(self._closing), return_exceptions=True)
