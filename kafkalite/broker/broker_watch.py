@@ -1,6 +1,10 @@
-"""The controller's watch on the processes of live brokers (issue 13): evidence that a
-process is gone, long before its ZooKeeper session expires. Verdicts come from
-kafkalite.core.process_watch; this module only connects and pings.
+"""Watches on broker processes (issue 13): evidence that a process is gone, long before
+its ZooKeeper session expires. Verdicts come from kafkalite.core.process_watch; this module
+only connects and pings.
+
+- The controller watches every live broker (ProcessWatches) and fails one found gone.
+- Every other broker watches the controller (ControllerWatch) and, when its process is
+  gone, removes /controller for it, so a new controller is elected at once.
 
 One task per watched registration (broker id, epoch): it pings the broker's inter-broker
 address, then waits until that connection ends; it connects and pings again at once. A
@@ -14,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.core.process_watch import PingAnswer, ProcessWatchState, Verdict
 from kafkalite.rpc.transport import RpcClient, RpcConnectRefused, RpcError
+from kafkalite.zk.errors import ZkError
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +107,56 @@ class ProcessWatches:
             await watch.close()
         self.watches.clear()
         await asyncio.gather(*list(self._closing), return_exceptions=True)
+
+
+class ControllerWatch:
+    """A broker's watch on the controller's process: when it is gone, /controller is
+    removed (ZkAdapter.remove_gone_controller: only if it still names that registration's
+    session), and the brokers elect a new controller without waiting for the session."""
+
+    def __init__(self, own_id: int, read_registration: Callable[[int], Awaitable[tuple[int, str, int] | None]],
+                 remove_controller: Callable[[int, int], Awaitable[bool]]) -> None:
+        self.own_id = own_id
+        self._read_registration = read_registration  # broker -> (epoch, host, inter-broker port)
+        self._remove_controller = remove_controller
+        self.watch: ProcessWatch | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def follow(self, controller_id: int | None) -> None:
+        """/controller now names `controller_id` (None: nobody)."""
+        if self.watch is not None and self.watch.state.broker_id == controller_id:
+            return
+        self._drop()
+        if controller_id is not None and controller_id != self.own_id:
+            spawn(self._start(controller_id), name=f"controller-watch-{controller_id}", owner=self._tasks)
+
+    def _drop(self) -> None:
+        if self.watch is not None:
+            spawn(self.watch.close(), name="close-controller-watch", owner=self._tasks)
+            self.watch = None
+
+    async def _start(self, controller_id: int) -> None:
+        found = await self._read_registration(controller_id)
+        if found is None or self.watch is not None:
+            return
+        epoch, host, port = found
+        self.watch = ProcessWatch(controller_id, epoch, host, port, sender=self.own_id, on_gone=self._gone,
+                                  on_back=lambda b, e: None)
+
+    def _gone(self, broker_id: int, epoch: int) -> None:
+        spawn(self._remove(broker_id, epoch), name="remove-gone-controller", owner=self._tasks)
+
+    async def _remove(self, broker_id: int, epoch: int) -> None:
+        try:
+            removed = await self._remove_controller(broker_id, epoch)
+        except ZkError as e:  # ZooKeeper trouble: the session expiry will do it
+            log.info("could not remove /controller of gone broker %d: %s", broker_id, e)
+            return
+        if removed:
+            log.warning("controller %d (epoch %d) is gone: removed /controller, electing a new one", broker_id, epoch)
+
+    async def close(self) -> None:
+        watch, self.watch = self.watch, None
+        await cancel_and_wait(list(self._tasks))
+        if watch is not None:
+            await watch.close()

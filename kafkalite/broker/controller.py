@@ -146,6 +146,10 @@ class Controller:
                 await self._run_core(core.BrokersChanged(await self._read_brokers()))
             case ProcessGone(broker_id=bid, epoch=epoch):
                 await self._run_core(core.BrokerProcessGone(bid, epoch))
+                if self.core.gone.get(bid) == epoch and self.channel is not None:
+                    # Nothing more for it, and what was in flight to it holds no one's
+                    # metadata (the UpdateMetadata barrier) any longer.
+                    self.channel.remove_broker(bid)
             case ProcessBack(broker_id=bid, epoch=epoch):
                 found = (await self._read_brokers()).get(bid)
                 if found is not None and found.epoch == epoch:
@@ -279,6 +283,7 @@ class Controller:
         """One sender per registered broker (and epoch); a broker that left or re-registered
         gets nothing more that was queued for its old registration."""
         assert self.channel is not None
+        live = {b: v for b, v in live.items() if self.core.gone.get(b) != v.epoch}  # gone: no sender
         for b in live.values():
             self.channel.add_broker(b.id, b.epoch, b.host, b.inter_broker_port)
         for bid in list(self.channel.senders):

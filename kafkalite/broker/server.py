@@ -26,6 +26,7 @@ from kazoo.protocol.states import KazooState
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.broker_watch import ControllerWatch
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
@@ -120,6 +121,11 @@ class Broker:
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        # Issue 13: the controller's process, watched from here (None when disabled).
+        self.controller_watch: ControllerWatch | None = None
+        if self.settings["controller.process.watch.enable"]:
+            self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
+                                                    self._remove_gone_controller)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None
@@ -300,6 +306,8 @@ class Broker:
         def on_controller(data, stat):
             if stat is None:
                 call(enqueue, Elect())
+                if self.controller_watch is not None:
+                    call(self.controller_watch.follow, None)
             else:
                 call(self._on_controller_znode, data)
 
@@ -334,14 +342,25 @@ class Broker:
         self.zk.watch_children(paths.admin_partition_requests_path(kind), on_topics)
 
     def _on_controller_znode(self, data: bytes | None) -> None:
+        try:
+            owner = json.loads(data.decode()).get("brokerid") if data else None
+        except (ValueError, AttributeError):
+            owner = None
         # Someone else holds /controller: if it is not us, make sure we are not acting as one.
-        if self.controller.active:
-            try:
-                owner = json.loads(data.decode()).get("brokerid") if data else None
-            except (ValueError, AttributeError):
-                owner = None
-            if owner is not None and owner != self.broker_id:
-                self.controller.enqueue(Resign())
+        if self.controller.active and owner is not None and owner != self.broker_id:
+            self.controller.enqueue(Resign())
+        if self.controller_watch is not None and not self.stopping:
+            self.controller_watch.follow(owner if isinstance(owner, int) else None)
+
+    async def _controller_registration(self, broker_id: int) -> tuple[int, str, int] | None:
+        found = (await self.loop.run_in_executor(None, self.zk.get_brokers)).get(broker_id)
+        if found is None:
+            return None
+        reg, epoch = found
+        return epoch, reg.host, reg.inter_broker_port
+
+    async def _remove_gone_controller(self, broker_id: int, epoch: int) -> bool:
+        return await self.loop.run_in_executor(None, self.zk.remove_gone_controller, broker_id, epoch)
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo thread: session lost means our ephemerals are gone (we may be a zombie)."""
@@ -580,6 +599,8 @@ class Broker:
             await asyncio.wait([self._flush_job])
         log.info("stopping: controller and listeners (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.controller.close()
+        if self.controller_watch is not None:
+            await self.controller_watch.close()
         for component in (self.client_listener, self.rpc_server, self.admin):
             if component is not None:
                 await component.close()

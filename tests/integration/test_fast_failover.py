@@ -100,3 +100,31 @@ def test_a_broker_killed_and_restarted_at_once_rejoins_every_isr(cluster_factory
     wait_fully_replicated(cluster, TOPIC, 3, timeout_s=60)
     for p in range(3):
         produce_one(boot, p)
+
+
+def test_a_killed_controller_is_replaced_and_its_partitions_failed_over_before_its_session_ends(cluster_factory,
+                                                                                                zk_connect):
+    """The other brokers watch the controller's process: when it is gone they remove
+    /controller for it, a new controller is elected, and its own watch fails the dead
+    broker's partitions over, all while ZooKeeper still lists the dead registration."""
+    cluster = cluster_factory(3, overrides=SESSION)
+    boot = setup(cluster)
+    victim = controller_of(cluster)
+    led = [p for p in range(3) if partition_view(cluster, TOPIC, p)["leader"] == victim]
+    assert led, "the controller leads a partition (it led them all when they were created)"
+    zk = start_client(zk_connect)
+    try:
+        cluster.kill(victim)
+        killed = time.monotonic()
+        new = wait_until(lambda: (c := controller_of(cluster)) != victim and c, 30, "a new controller")
+        wait_until(lambda: all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led), 30,
+                   "new leaders for the dead controller's partitions")
+        took_s = time.monotonic() - killed
+        still_registered = zk.exists(f"/brokers/ids/{victim}") is not None
+    finally:
+        stop_client(zk)
+    print(f"\ncontroller {victim} killed: broker {new} controls and {len(led)} partitions moved after {took_s:.2f} s, "
+          f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
+    assert still_registered, "the failover came only with the session expiry"
+    for p in led:
+        produce_one(boot, p)
