@@ -138,8 +138,26 @@ def _replica_cells(p: dict[str, Any]) -> str:
 
 
 def _partitions(parts: list[dict[str, Any]]) -> str:
+    """One block per topic: a summary line, then its partitions. Internal topics
+    (`__consumer_offsets`) start folded unless something is wrong with them; the page's
+    script keeps what the reader folded or unfolded across refreshes (by the block's id)."""
+    head = "<section id=\"partitions\"><h2>Topics and partitions</h2>"
     if not parts:
-        return "<section id=\"partitions\"><h2>Topics and partitions</h2><p class=\"muted\">no topics</p></section>"
+        return head + "<p class=\"muted\">no topics</p></section>"
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for p in parts:
+        by_topic.setdefault(p["topic"], []).append(p)
+    blocks = [_topic_block(topic, rows) for topic, rows in sorted(by_topic.items(), key=lambda kv: (kv[0].startswith("__"), kv[0]))]
+    return head + "".join(blocks) + "</section>"
+
+
+def _topic_block(topic: str, parts: list[dict[str, Any]]) -> str:
+    under = sum(1 for p in parts if p["status"] == PARTITION_UNDER_REPLICATED)
+    offline = sum(1 for p in parts if p["status"] == PARTITION_OFFLINE)
+    rf = max(len(p["replicas"]) for p in parts)
+    problems = [f"{n} {label}" for n, label in ((under, "under-replicated"), (offline, "offline")) if n]
+    health = f"<span class=\"pill bad\">{_e(', '.join(problems))}</span>" if problems else "<span class=\"pill ok\">healthy</span>"
+    is_open = " open" if problems or not topic.startswith("__") else ""
     rows = []
     for p in parts:
         status = p["status"]
@@ -148,13 +166,14 @@ def _partitions(parts: list[dict[str, Any]]) -> str:
         leader = p["leader"] if p["leader"] >= 0 else "none"
         rows.append(
             f"<tr class=\"partition{cls}\" data-topic=\"{_e(p['topic'])}\" data-partition=\"{_e(p['partition'])}\" "
-            f"data-status=\"{_e(status)}\"><td>{_e(p['topic'])}</td><td>{_e(p['partition'])}</td><td>{_e(leader)}</td>"
+            f"data-status=\"{_e(status)}\"><td>{_e(p['partition'])}</td><td>{_e(leader)}</td>"
             f"<td>{_e(p['leader_epoch'])}</td><td>{_replica_cells(p)}</td><td>{_e(_ids(p['isr']))}</td>"
             f"<td><span class=\"pill {'ok' if status == PARTITION_OK else 'bad'}\">{_e(label)}</span></td></tr>"
         )
-    return ("<section id=\"partitions\"><h2>Topics and partitions</h2><table><thead><tr><th>topic</th><th>partition</th>"
-            "<th>leader</th><th>epoch</th><th>replicas (HW · LEO · lag where known)</th><th>ISR</th><th>status</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></section>")
+    return (f"<details class=\"topic\" id=\"topic-{_e(topic)}\" data-topic=\"{_e(topic)}\"{is_open}><summary><b>{_e(topic)}</b> "
+            f"<span class=\"muted\">{len(parts)} partitions × {rf} replicas</span> {health}</summary>"
+            "<table><thead><tr><th>partition</th><th>leader</th><th>epoch</th><th>replicas (HW · LEO · lag where known)</th>"
+            f"<th>ISR</th><th>status</th></tr></thead><tbody>{''.join(rows)}</tbody></table></details>")
 
 
 def _reassignments(s: dict[str, Any]) -> str:
@@ -208,6 +227,8 @@ dt { color: #5b6475; font-size: 0.8rem; } dd { margin: 0; font-weight: 600; }
 .pill { display: inline-block; padding: 0 0.5em; border-radius: 1em; font-size: 0.8rem; background: #e6f4ea; color: #137333; }
 .pill.bad { background: #fce8e6; color: #b00020; }
 .pill.controller { background: #e8f0fe; color: #1a56c4; }
+details.topic { margin: 0.3rem 0 0.6rem; }
+details.topic summary { cursor: pointer; padding: 0.2rem 0; }
 tr.broker.down { background: #fff1f0; }
 tr.partition.under-replicated { background: #fff8e1; }
 tr.partition.offline { background: #fde7e9; }
@@ -229,11 +250,17 @@ STATUS_JS = """
   if (!marker || !main) { return; }
   var every = parseInt(marker.getAttribute("data-refresh-ms"), 10) || 2000;
   var failedSince = null;
+  var chosen = {};  // topic blocks the reader folded or unfolded: kept across refreshes
+  main.addEventListener("click", function (e) {
+    var summary = e.target.closest("summary");
+    if (summary && summary.parentElement.id) { chosen[summary.parentElement.id] = !summary.parentElement.open; }
+  });
   function tick() {
     fetch("/status/fragment" + window.location.search, {cache: "no-store"})
       .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
       .then(function (html) {
         main.innerHTML = html;
+        main.querySelectorAll("details[id]").forEach(function (d) { if (d.id in chosen) { d.open = chosen[d.id]; } });
         main.classList.remove("stale");
         error.hidden = true;
         failedSince = null;

@@ -157,3 +157,13 @@ def test_metadata_cache_remembers_departed_brokers():
     assert cache.departed[2].rack == "r2"
     cache.apply_update(update([1, 2, 3]))
     assert cache.departed == {}
+
+
+def test_internal_topics_start_folded_unless_unhealthy():
+    healthy = {"topic": "__consumer_offsets", "partition": 0, "leader": 1, "leader_epoch": 1, "replicas": [1], "isr": [1],
+               "offline_replicas": [], "status": PARTITION_OK, "replica_offsets": {}}
+    body = render_body(_snapshot(partitions=[healthy]))
+    assert 'id="topic-__consumer_offsets" data-topic="__consumer_offsets"><summary>' in body
+    sick = dict(healthy, isr=[], status=PARTITION_OFFLINE, leader=-1)
+    assert 'data-topic="__consumer_offsets" open>' in render_body(_snapshot(partitions=[sick]))
+    assert 'data-topic="orders" open>' in render_body(_snapshot())
