@@ -110,7 +110,7 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("advertised.listeners", "str", "", "addresses clients are told to use, by listener name (default: each listener's own)",
             lambda v: v == "" or _parse_listeners(v) is not None, "empty, HOST:PORT or NAME://HOST:PORT[,...]"),
     Setting("inter.broker.listener", "str", "127.0.0.1:9192", "inter-broker msgpack RPC host:port", _listener, "HOST:PORT"),
-    Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state)", _listener, "HOST:PORT"),
+    Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state, status page /)", _listener, "HOST:PORT"),
     Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
     Setting("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", _positive, "> 0"),
     Setting("zookeeper.classpath", "str", "", "classpath of the ZooKeeper jars (bin/cluster)"),

@@ -240,7 +240,8 @@ def _iptables_save(table: str) -> list[str]:
 
 
 def _restore_iptables(table: str, before: list[str]) -> None:
-    """Delete the rules the daemon appended, then flush and remove the chains it created."""
+    """Delete the rules the daemon appended, flush and remove the chains it created, and
+    put back the built-in chains' policies."""
     after = _iptables_save(table)
     old = set(before)
     for rule in reversed([r for r in after if r.startswith("-A ") and r not in old]):
@@ -251,6 +252,13 @@ def _restore_iptables(table: str, before: list[str]) -> None:
         _run(["iptables", "-t", table, "-F", chain], timeout_s=30, check=False)
     for chain in new_chains:
         _run(["iptables", "-t", table, "-X", chain], timeout_s=30, check=False)
+    # dockerd also sets the FORWARD policy to DROP: put back every built-in chain's policy.
+    policies = {line.split()[0][1:]: line.split()[1] for line in before if line.startswith(":") and line.split()[1] != "-"}
+    for line in after:
+        if line.startswith(":"):
+            chain, policy = line.split()[0][1:], line.split()[1]
+            if chain in policies and policy != policies[chain]:
+                _run(["iptables", "-t", table, "-P", chain, policies[chain]], timeout_s=30, check=False)
 
 
 def debian_mirror() -> str:

@@ -85,7 +85,8 @@ class Compose:
 
 
 def _metadata(boot: str) -> dict[int, dict]:
-    md = AdminClient({"bootstrap.servers": boot}).list_topics(TOPIC, timeout=10)
+    admin = AdminClient({"bootstrap.servers": boot})
+    md = admin.list_topics(TOPIC, timeout=10)
     topic = md.topics[TOPIC]
     assert topic.error is None, topic.error
     return {p: {"leader": m.leader, "isr": sorted(m.isrs), "replicas": sorted(m.replicas)} for p, m in topic.partitions.items()}
@@ -118,8 +119,9 @@ def _consume_all(boot: str, expected: int) -> list[str]:
 
 def _build(engine: Engine, timings: dict[str, float]) -> None:
     t = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(ROOT / "build" / "wheelhouse"), str(ROOT)],
-                   check=True, timeout=900)
+    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(ROOT / "build" / "wheelhouse"), str(ROOT)],
+                           capture_output=True, text=True, timeout=900)
+    assert wheel.returncode == 0, f"pip wheel failed:\n{wheel.stdout[-3000:]}{wheel.stderr[-3000:]}"
     timings["pip wheel (host)"] = time.monotonic() - t
     timings["debootstrap base image"] = build_debootstrap_image(engine, BASE_IMAGE, BASE_PACKAGES)
     t = time.monotonic()
@@ -158,9 +160,10 @@ def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
         timings["up until healthy"] = time.monotonic() - t
 
         # From the host: the EXTERNAL listener, advertised as 127.0.0.1:<host port>.
-        md = AdminClient({"bootstrap.servers": boot}).list_topics(timeout=20)
+        admin = AdminClient({"bootstrap.servers": boot})  # held: a collected client fails its futures
+        md = admin.list_topics(timeout=20)
         assert sorted((b.host, b.port) for b in md.brokers.values()) == sorted(("127.0.0.1", ports[i]) for i in range(3))
-        for f in AdminClient({"bootstrap.servers": boot}).create_topics([NewTopic(TOPIC, 3, 3)]).values():
+        for f in admin.create_topics([NewTopic(TOPIC, 3, 3)]).values():
             f.result(timeout=60)
         _wait(lambda: all(p["leader"] >= 1 for p in _metadata(boot).values()), 60, "leaders for the topic")
         _produce(boot, 0, 300)
