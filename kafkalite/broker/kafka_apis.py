@@ -16,6 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.broker.client_listener import current_listener
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
@@ -114,7 +115,9 @@ class KafkaApis:
                     "isr_nodes": live_isr, "offline_replicas": list(m.offline_replicas),
                 })
             topics.append({"error_code": 0, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": plist})
-        brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(cache.brokers.values(), key=lambda b: b.id)]
+        listener = current_listener.get()
+        brokers = [{"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack}
+                   for b in sorted(cache.brokers.values(), key=lambda b: b.id) for address in [b.address_for(listener)]]
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
                 "controller_id": cache.controller_id, "topics": topics}
 
@@ -462,8 +465,9 @@ class KafkaApis:
         clients retry COORDINATOR_NOT_AVAILABLE meanwhile)."""
 
         def answer(code: ErrorCode, message: str | None, node: Any = None) -> dict:
+            host, port = node.address_for(current_listener.get()) if node else ("", -1)
             return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-                    "node_id": node.id if node else -1, "host": node.host if node else "", "port": node.port if node else -1}
+                    "node_id": node.id if node else -1, "host": host, "port": port}
 
         if body.get("key_type", 0) != 0:
             return answer(ErrorCode.INVALID_REQUEST, "transaction coordinators are not supported: only key_type 0 (group)")

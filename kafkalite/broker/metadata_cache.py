@@ -30,6 +30,9 @@ class MetadataCache:
         self.controller_id: int = -1
         self.controller_epoch: int = 0
         self.brokers: dict[int, BrokerInfo] = {}
+        # Brokers an update listed once and a later one no longer did (dead or stopped), as
+        # they were last seen: the status page shows them down, with their rack.
+        self.departed: dict[int, BrokerInfo] = {}
         self.topics: dict[str, dict[int, PartitionMeta]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.version = 0
@@ -44,7 +47,11 @@ class MetadataCache:
         deleted += [(t, p) for t, p in update.deleted_partitions if p in self.topics.get(t, {})]
         self.controller_id = update.controller_id
         self.controller_epoch = update.controller_epoch
-        self.brokers = {b.id: b for b in update.brokers}
+        listed = {b.id: b for b in update.brokers}
+        self.departed.update({b: info for b, info in self.brokers.items() if b not in listed})
+        for b in listed:
+            self.departed.pop(b, None)
+        self.brokers = listed
         if update.full:
             self.topics = {}
             self.topic_configs = {}

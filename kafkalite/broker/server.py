@@ -128,7 +128,8 @@ class Broker:
                                                     self._remove_gone_controller)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         self.kafka_apis = KafkaApis(self)
-        self.client_listener: ClientListener | None = None
+        self.client_listener: ClientListener | None = None  # the first of client_listeners
+        self.client_listeners: list[ClientListener] = []
         self.rpc_server: RpcServer | None = None
         self.admin: AdminHttp | None = None
         self.peers: dict[int, RpcClient] = {}
@@ -173,9 +174,12 @@ class Broker:
         ib_host, ib_port = self.cfg.inter_broker_listener()
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
         await self.rpc_server.start(ib_host, ib_port)
-        self.client_listener = ClientListener(self)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
-        await self.client_listener.start(host, port, serving=False)
+        for spec in self.cfg.client_listeners():
+            listener = ClientListener(self, spec.name)
+            self.client_listeners.append(listener)
+            await listener.start(spec.host, spec.port, serving=False)
+        self.client_listener = self.client_listeners[0]
         ad_host, ad_port = self.cfg.admin_listener()
         self.admin = AdminHttp(self)
         await self.admin.start(ad_host, ad_port)
@@ -210,8 +214,10 @@ class Broker:
         while not await self.metadata_updates.wait_until(lambda: self.metadata_cache.alive(self.broker_id), CLIENT_LISTENER_WARN_S):
             log.warning("client listener still closed after %.0f s: no metadata yet from a controller that lists broker %d",
                         time.monotonic() - started, self.broker_id)
-        await self.client_listener.start_serving()
-        log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
+        for listener, spec in zip(self.client_listeners, self.cfg.client_listeners()):
+            await listener.start_serving()
+            log.info("serving Kafka clients on %s %s:%d (advertised as %s:%d)", spec.name, spec.host, spec.port,
+                     spec.advertised_host, spec.advertised_port)
 
     def _essential(self, coro, name: str) -> asyncio.Task:
         """A task the broker cannot work without, held in `_tasks` and cancelled at stop; if
@@ -280,7 +286,10 @@ class Broker:
         _, ib_port = self.cfg.inter_broker_listener()
         ib_host = self.cfg.inter_broker_listener()[0] or host
         _, ad_port = self.cfg.admin_listener()
-        reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack)
+        specs = self.cfg.client_listeners()
+        endpoints = tuple((s.name, s.advertised_host, s.advertised_port) for s in specs) if len(specs) > 1 else ()
+        reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack,
+                                 endpoints=endpoints)
         if ib_host != host:
             log.warning("inter-broker host %s differs from advertised host %s; peers use %s", ib_host, host, host)
         # A previous incarnation killed moments ago still holds /brokers/ids/<id> until its
@@ -601,7 +610,7 @@ class Broker:
         await self.controller.close()
         if self.controller_watch is not None:
             await self.controller_watch.close()
-        for component in (self.client_listener, self.rpc_server, self.admin):
+        for component in (*self.client_listeners, self.rpc_server, self.admin):
             if component is not None:
                 await component.close()
         for client in self.peers.values():

@@ -82,6 +82,9 @@ class LiveBroker:
     inter_broker_port: int = 0
     admin_port: int = 0
     rack: str | None = None
+    # Named client listeners (name, advertised host, port) when there are several: clients
+    # connected on listener NAME are told each broker's NAME address (Kafka's listeners).
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -798,7 +801,7 @@ class Controller:
                                         tuple(b for b in replicas if b not in self.live))
                       for (t, p) in tps if (t, p) in self.states and (replicas := self._replicas_of((t, p)))
                       for st in [self.states[(t, p)]])
-        endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch)
+        endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch, b.endpoints)
                           for _, b in sorted(self.live.items()))
         configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
         for bid in brokers:
