@@ -7,20 +7,36 @@ debootstrap from the host's apt mirror (no image registry needed), with Python a
 Debian's ZooKeeper; the broker image installs from a wheelhouse built here with `pip
 wheel`. Skips, with the reason printed, only when no engine can run.
 
+One `up` runs the base services and both profiles, `monitoring` and `spark`, with images
+built here: Prometheus from Debian's `prometheus` package (docker/prometheus-debian), Spark
+from docker/spark/Dockerfile (pyspark and pyarrow from a host wheelhouse, Java from the
+base). Grafana is the one service not run: there is no Grafana package to build it from
+(its dashboard's queries are checked instead, below and in tests/unit).
+
 Checks: host clients (confluent-kafka) get the host-advertised listener and produce and
-consume; containers get the internal listener (the CLI inside a broker container); `docker
-kill` of a partition leader: failover, and acks=all writes go on; the killed broker started
-again rejoins every ISR; `docker stop` (SIGTERM) is a controlled shutdown; `down -v`.
-Timings of each phase are printed (pytest -s) and kept in test-artifacts/compose/.
+consume; containers get the internal listener (the CLI inside a broker container);
+Prometheus scrapes all three brokers (every target up, a query returns a series per
+broker) and evaluates every query of the Grafana dashboard, whose metric names a live
+broker's /metrics all has; the spark profile's job (generate events, then a streaming
+count over them on the standalone master and worker, read and written with the
+`kafkalite` format over the INTERNAL listener) leaves the right count in its output topic
+and exits 0; `docker kill` of a partition leader: failover, and acks=all writes go on; the
+killed broker started again rejoins every ISR; `docker stop` (SIGTERM) is a controlled
+shutdown; `down -v`. Timings of each phase are printed (pytest -s) and kept in
+test-artifacts/compose/.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
+import tomllib
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,19 +44,30 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.testing.container_engine import Engine, EngineError, build_debootstrap_image, find_engine, release
+from kafkalite.testing.dashboard_metrics import dashboard_exprs, missing_from
 from kafkalite.testing.ports import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE_IMAGE = "kafkalite-test-base:bookworm"
-BASE_PACKAGES = ["python3", "python3-venv", "bash", "zookeeper", "default-jre-headless"]
+BASE_PACKAGES = ["python3", "python3-venv", "bash", "zookeeper", "default-jre-headless", "prometheus"]
+# The package list is in the tag: the cached base image is reused only if it has them all.
+BASE_IMAGE = f"kafkalite-test-base:bookworm-{hashlib.sha256(' '.join(BASE_PACKAGES).encode()).hexdigest()[:10]}"
 BROKER_IMAGE = "kafkalite-test:latest"
 ZOOKEEPER_IMAGE = "kafkalite-test-zookeeper:latest"
+PROMETHEUS_IMAGE = "kafkalite-test-prometheus:latest"
+SPARK_IMAGE = "kafkalite-test-spark:latest"
+# Everything but grafana (no image of it can be built here): both profiles in one `up`.
+SERVICES = ["zookeeper", "broker1", "broker2", "broker3", "prometheus", "spark-master", "spark-worker", "spark-job"]
+DASHBOARD = ROOT / "docker" / "grafana" / "dashboards" / "kafkalite.json"
 TOPIC = "compose-orders"
+PIPELINE_RATE, PIPELINE_SECONDS = 200, 5  # the spark job counts rate * seconds events
+PIPELINE_OUTPUT = "pipeline-count"
 HEALTHY_TIMEOUT_S = 240.0
 FAILOVER_TIMEOUT_S = 60.0
 REJOIN_TIMEOUT_S = 120.0
+SCRAPE_TIMEOUT_S = 90.0
+SPARK_JOB_TIMEOUT_S = 480.0
 
 
 def _artifacts() -> Path:
@@ -70,7 +97,9 @@ class Compose:
         self.env = env
 
     def run(self, *args: str, timeout_s: float = 900.0, check: bool = True) -> subprocess.CompletedProcess:
-        return self.engine.compose_run("-p", self.project, "-f", str(ROOT / "docker-compose.yml"), *args, timeout_s=timeout_s,
+        # Both profiles on for every command: `logs`, `ps` and `down` see their services too.
+        return self.engine.compose_run("-p", self.project, "-f", str(ROOT / "docker-compose.yml"),
+                                       "--profile", "monitoring", "--profile", "spark", *args, timeout_s=timeout_s,
                                        check=check, cwd=ROOT, env=self.env)
 
     def container(self, service: str) -> str:
@@ -117,20 +146,90 @@ def _consume_all(boot: str, expected: int) -> list[str]:
     return got
 
 
+def _pip_wheel(wheel_dir: Path, *requirements: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheel_dir), *requirements],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"pip wheel failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+
+
 def _build(engine: Engine, timings: dict[str, float]) -> None:
     t = time.monotonic()
-    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(ROOT / "build" / "wheelhouse"), str(ROOT)],
-                           capture_output=True, text=True, timeout=900)
-    assert wheel.returncode == 0, f"pip wheel failed:\n{wheel.stdout[-3000:]}{wheel.stderr[-3000:]}"
+    _pip_wheel(ROOT / "build" / "wheelhouse", str(ROOT))
+    # The `spark` extra's own requirements (pyspark, pyarrow): a wheelhouse that changes only
+    # when they do, so the Spark image's big layer stays cached while kafkalite changes.
+    spark_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark"]
+    _pip_wheel(ROOT / "build" / "wheelhouse-spark", *spark_extra)
     timings["pip wheel (host)"] = time.monotonic() - t
     timings["debootstrap base image"] = build_debootstrap_image(engine, BASE_IMAGE, BASE_PACKAGES)
-    t = time.monotonic()
-    engine.run("build", "-t", BROKER_IMAGE, "--build-arg", f"BASE_IMAGE={BASE_IMAGE}", str(ROOT), timeout_s=1200)
-    timings["broker image build"] = time.monotonic() - t
-    t = time.monotonic()
-    engine.run("build", "-t", ZOOKEEPER_IMAGE, "--build-arg", f"BASE_IMAGE={BASE_IMAGE}", str(ROOT / "docker" / "zookeeper-debian"),
-               timeout_s=1200)
-    timings["zookeeper image build"] = time.monotonic() - t
+    builds = [("broker", BROKER_IMAGE, ["-f", str(ROOT / "Dockerfile"), str(ROOT)]),
+              ("zookeeper", ZOOKEEPER_IMAGE, [str(ROOT / "docker" / "zookeeper-debian")]),
+              ("prometheus", PROMETHEUS_IMAGE, [str(ROOT / "docker" / "prometheus-debian")]),
+              ("spark", SPARK_IMAGE, ["-f", str(ROOT / "docker" / "spark" / "Dockerfile"), str(ROOT)])]
+    for name, ref, where in builds:
+        t = time.monotonic()
+        engine.run("build", "-t", ref, "--build-arg", f"BASE_IMAGE={BASE_IMAGE}", *where, timeout_s=1200)
+        timings[f"{name} image build"] = time.monotonic() - t
+    # Layers of images replaced by this build (a new kafkalite wheel): not kept in the cache.
+    engine.run("image", "prune", "-f", check=False)
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _prometheus_query(prometheus: str, query: str) -> list[dict]:
+    answer = _get_json(f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}")
+    assert answer["status"] == "success", (query, answer)
+    return answer["data"]["result"]
+
+
+def _scrapes_all_brokers(prometheus: str) -> bool:
+    """Every broker a target, each up, and each with a kafkalite_partitions series."""
+    targets = _get_json(f"{prometheus}/api/v1/targets")["data"]["activeTargets"]
+    expected = {f"broker{i}:9292" for i in (1, 2, 3)}
+    if {t["labels"]["instance"] for t in targets} != expected or any(t["health"] != "up" for t in targets):
+        return False
+    series = _prometheus_query(prometheus, "kafkalite_partitions")
+    return {s["metric"]["instance"] for s in series} == expected and all(float(s["value"][1]) >= 3 for s in series)
+
+
+def _check_monitoring(compose: Compose, prometheus: str, admin_port: int) -> None:
+    """Prometheus scrapes all three brokers; the Grafana dashboard's queries use exported
+    metrics only and Prometheus evaluates each of them."""
+    _wait(lambda: _scrapes_all_brokers(prometheus), SCRAPE_TIMEOUT_S, "Prometheus scraping brokers 1, 2 and 3", interval_s=2)
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as r:
+        exposition = r.read().decode()
+    assert missing_from(DASHBOARD, exposition) == {}
+    for expr in dashboard_exprs(DASHBOARD):
+        _prometheus_query(prometheus, expr.replace("$__rate_interval", "1m"))
+
+
+def _pipeline_count(boot: str) -> int | None:
+    """The last count the spark job wrote to its output topic, or None if none yet."""
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"compose-count-{time.time_ns()}", "enable.auto.commit": False})
+    counts: list[int] = []
+    try:
+        md = consumer.list_topics(PIPELINE_OUTPUT, timeout=10).topics[PIPELINE_OUTPUT]
+        if md.error is not None:
+            return None
+        consumer.assign([TopicPartition(PIPELINE_OUTPUT, p, 0) for p in md.partitions])
+        idle_until = time.monotonic() + 3
+        while time.monotonic() < idle_until:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                counts.append(json.loads(msg.value())["records"])
+    finally:
+        consumer.close()
+    return max(counts) if counts else None
+
+
+def _spark_job_done(compose: Compose, boot: str) -> bool:
+    state = compose.engine.run("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", compose.container("spark-job")).stdout.split()
+    if state[0] != "exited":
+        return False
+    assert state[1] == "0", f"the spark job failed (exit code {state[1]}):\n{compose.run('logs', '--tail', '80', 'spark-job').stdout}"
+    return _pipeline_count(boot) is not None
 
 
 def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
@@ -142,19 +241,24 @@ def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
     print(f"\ncontainer engine: {engine.description}")
     timings: dict[str, float] = {"engine ready": time.monotonic() - started}
     artifacts = _artifacts()
-    ports = free_ports(7)
+    ports = free_ports(10)
     env = {
         "KAFKALITE_IMAGE": BROKER_IMAGE, "KAFKALITE_BASE_IMAGE": BASE_IMAGE, "ZOOKEEPER_IMAGE": ZOOKEEPER_IMAGE,
-        "KAFKALITE_HOST": "127.0.0.1", "ZOOKEEPER_PORT": str(ports[6]),
+        "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE, "SPARK_IMAGE": SPARK_IMAGE,
+        "KAFKALITE_HOST": "127.0.0.1", "ZOOKEEPER_PORT": str(ports[6]), "PROMETHEUS_PORT": str(ports[7]),
+        "SPARK_MASTER_UI_PORT": str(ports[8]), "GRAFANA_PORT": str(ports[9]),
+        "PIPELINE_RATE": str(PIPELINE_RATE), "PIPELINE_SECONDS": str(PIPELINE_SECONDS),
         **{f"KAFKALITE_PORT_{i}": str(ports[i - 1]) for i in (1, 2, 3)},
         **{f"KAFKALITE_ADMIN_PORT_{i}": str(ports[i + 2]) for i in (1, 2, 3)},
     }
     boot = ",".join(f"127.0.0.1:{ports[i]}" for i in range(3))
+    prometheus = f"http://127.0.0.1:{ports[7]}"
     compose = Compose(engine, f"kltest{os.getpid()}", env)
     try:
         _build(engine, timings)
         t = time.monotonic()
-        compose.run("up", "-d", "--no-build", timeout_s=600)
+        up_started = t
+        compose.run("up", "-d", "--no-build", *SERVICES, timeout_s=600)
         _wait(lambda: all(compose.health(s) == "running healthy" for s in ("broker1", "broker2", "broker3")), HEALTHY_TIMEOUT_S,
               "three healthy brokers")
         timings["up until healthy"] = time.monotonic() - t
@@ -177,6 +281,17 @@ def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
                             "import json,urllib.request;print(json.dumps([b['rack'] for b in json.load(urllib.request.urlopen("
                             "'http://127.0.0.1:9292/status.json'))['brokers']]))").stdout
         assert json.loads(racks.strip().splitlines()[-1]) == ["a", "b", "c"]
+
+        # Profile monitoring: Prometheus (Debian's) scrapes every broker.
+        t = time.monotonic()
+        _check_monitoring(compose, prometheus, ports[3])
+        timings["prometheus scraping all brokers"] = time.monotonic() - t
+
+        # Profile spark: the job (started by `up` once the brokers and the worker were healthy)
+        # counted every generated event, reading and writing with the kafkalite format.
+        _wait(lambda: _spark_job_done(compose, boot), SPARK_JOB_TIMEOUT_S, "the spark job's count in its output topic", interval_s=3)
+        timings["spark job done (since up)"] = time.monotonic() - up_started
+        assert _pipeline_count(boot) == PIPELINE_RATE * PIPELINE_SECONDS
 
         # docker kill the leader of partition 0: another leader, and acks=all goes on (ISR 2 >= min.insync.replicas).
         victim = _metadata(boot)[0]["leader"]
