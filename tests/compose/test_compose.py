@@ -291,6 +291,7 @@ def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
         # counted every generated event, reading and writing with the kafkalite format.
         _wait(lambda: _spark_job_done(compose, boot), SPARK_JOB_TIMEOUT_S, "the spark job's count in its output topic", interval_s=3)
         timings["spark job done (since up)"] = time.monotonic() - up_started
+        (artifacts / "spark-job-logs.txt").write_text(compose.run("logs", "--no-color", "spark-job").stdout)
         assert _pipeline_count(boot) == PIPELINE_RATE * PIPELINE_SECONDS
 
         # docker kill the leader of partition 0: another leader, and acks=all goes on (ISR 2 >= min.insync.replicas).
