@@ -68,6 +68,7 @@ FAILOVER_TIMEOUT_S = 60.0
 REJOIN_TIMEOUT_S = 120.0
 SCRAPE_TIMEOUT_S = 90.0
 SPARK_JOB_TIMEOUT_S = 480.0
+UP_ATTEMPTS = 3
 
 
 def _artifacts() -> Path:
@@ -232,17 +233,8 @@ def _spark_job_done(compose: Compose, boot: str) -> bool:
     return _pipeline_count(boot) is not None
 
 
-def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
-    started = time.monotonic()
-    engine, reason = find_engine()
-    if engine is None:
-        print(f"\ntests/compose skipped: {reason}")
-        pytest.skip(f"no container engine can run here: {reason}")
-    print(f"\ncontainer engine: {engine.description}")
-    timings: dict[str, float] = {"engine ready": time.monotonic() - started}
-    artifacts = _artifacts()
-    ports = free_ports(10)
-    env = {
+def _compose_env(ports: list[int]) -> dict[str, str]:
+    return {
         "KAFKALITE_IMAGE": BROKER_IMAGE, "KAFKALITE_BASE_IMAGE": BASE_IMAGE, "ZOOKEEPER_IMAGE": ZOOKEEPER_IMAGE,
         "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE, "SPARK_IMAGE": SPARK_IMAGE,
         "KAFKALITE_HOST": "127.0.0.1", "ZOOKEEPER_PORT": str(ports[6]), "PROMETHEUS_PORT": str(ports[7]),
@@ -251,14 +243,41 @@ def test_compose_cluster_serves_the_host_fails_over_and_rejoins():
         **{f"KAFKALITE_PORT_{i}": str(ports[i - 1]) for i in (1, 2, 3)},
         **{f"KAFKALITE_ADMIN_PORT_{i}": str(ports[i + 2]) for i in (1, 2, 3)},
     }
-    boot = ",".join(f"127.0.0.1:{ports[i]}" for i in range(3))
-    prometheus = f"http://127.0.0.1:{ports[7]}"
-    compose = Compose(engine, f"kltest{os.getpid()}", env)
+
+
+def _up(compose: Compose) -> list[int]:
+    """`up` on free host ports, chosen just before it (not before the builds: on a shared
+    machine another process took one in between); again on new ones if one was taken."""
+    for attempt in range(1, UP_ATTEMPTS + 1):
+        ports = free_ports(10)
+        compose.env = _compose_env(ports)
+        done = compose.run("up", "-d", "--no-build", *SERVICES, timeout_s=600, check=False)
+        if done.returncode == 0:
+            return ports
+        if "address already in use" not in done.stdout or attempt == UP_ATTEMPTS:
+            raise AssertionError(f"docker-compose up failed:\n{done.stdout[-4000:]}")
+        print(f"up: a host port was taken meanwhile, again on new ports ({done.stdout.strip().splitlines()[-1]})")
+        compose.run("down", "-v", "--remove-orphans", timeout_s=300, check=False)
+    raise AssertionError("unreachable")
+
+
+def test_compose_cluster_and_profiles_serve_the_host_scrape_stream_fail_over_and_rejoin():
+    started = time.monotonic()
+    engine, reason = find_engine()
+    if engine is None:
+        print(f"\ntests/compose skipped: {reason}")
+        pytest.skip(f"no container engine can run here: {reason}")
+    print(f"\ncontainer engine: {engine.description}")
+    timings: dict[str, float] = {"engine ready": time.monotonic() - started}
+    artifacts = _artifacts()
+    compose = Compose(engine, f"kltest{os.getpid()}", {})
     try:
         _build(engine, timings)
         t = time.monotonic()
         up_started = t
-        compose.run("up", "-d", "--no-build", *SERVICES, timeout_s=600)
+        ports = _up(compose)
+        boot = ",".join(f"127.0.0.1:{ports[i]}" for i in range(3))
+        prometheus = f"http://127.0.0.1:{ports[7]}"
         _wait(lambda: all(compose.health(s) == "running healthy" for s in ("broker1", "broker2", "broker3")), HEALTHY_TIMEOUT_S,
               "three healthy brokers")
         timings["up until healthy"] = time.monotonic() - t
