@@ -170,7 +170,11 @@ def _build(engine: Engine, timings: dict[str, float]) -> None:
         t = time.monotonic()
         engine.run("build", "-t", ref, "--build-arg", f"BASE_IMAGE={BASE_IMAGE}", *where, timeout_s=1200)
         timings[f"{name} image build"] = time.monotonic() - t
-    # Layers of images replaced by this build (a new kafkalite wheel): not kept in the cache.
+    # Layers of images replaced by this build (a new kafkalite wheel), and base images of
+    # another package list: not kept in the cache.
+    bases = engine.run("images", "--format", "{{.Repository}}:{{.Tag}}", BASE_IMAGE.split(":")[0], check=False).stdout.split()
+    for stale in (b for b in bases if b != BASE_IMAGE):
+        engine.run("rmi", stale, check=False)
     engine.run("image", "prune", "-f", check=False)
 
 
