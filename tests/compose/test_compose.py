@@ -172,10 +172,10 @@ def _build(engine: Engine, timings: dict[str, float]) -> None:
         timings[f"{name} image build"] = time.monotonic() - t
     # Layers of images replaced by this build (a new kafkalite wheel), and base images of
     # another package list: not kept in the cache.
+    engine.run("image", "prune", "-f", check=False)  # first: they may be children of a stale base
     bases = engine.run("images", "--format", "{{.Repository}}:{{.Tag}}", BASE_IMAGE.split(":")[0], check=False).stdout.split()
     for stale in (b for b in bases if b != BASE_IMAGE):
         engine.run("rmi", stale, check=False)
-    engine.run("image", "prune", "-f", check=False)
 
 
 def _get_json(url: str) -> dict:
