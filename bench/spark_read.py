@@ -49,10 +49,15 @@ from consume_perf import consume
 from local_cluster import local_cluster
 from produce_perf import MB, ensure_topic
 
+from kafkalite.spark.client import FETCH_QUEUE_BACKOFF_MS
+
 PAYLOAD_POOL = 1024  # distinct random values, cycled
 POLL_EVERY = 1000  # produce() calls between delivery-report polls
 FLUSH_GRACE_S = 60.0
 BASELINE = "consumer"
+# The baseline consumer waits between fetches as the Spark source's consumers do (see
+# kafkalite.spark.client.FETCH_QUEUE_BACKOFF_MS), so the comparison is of the read paths.
+BASELINE_FETCH = {"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}
 
 
 # -- the data --------------------------------------------------------------------------------
@@ -158,7 +163,7 @@ def scenarios(spark, boot: str, topic: str, produced: Produced, options: dict[st
     """(name, run) pairs; run returns (records read, seconds)."""
 
     def baseline() -> tuple[int, float]:
-        r = consume(boot, topic, produced.records, max_seconds)
+        r = consume(boot, topic, produced.records, max_seconds, extra=BASELINE_FETCH)
         if r["offset_gaps"] or r["capped"]:
             raise SystemExit(f"consumer: {r['offset_gaps']} offset gaps, capped={r['capped']}")
         return r["records"], r["seconds"]
