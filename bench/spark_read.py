@@ -12,7 +12,9 @@ key and two headers (confluent-kafka producer, linger.ms 5, batch.size 1 MB), bo
 moment of a shared machine is spread over them):
 
   consumer        bench/consume_perf.py's consume(): one confluent-kafka consumer assigned
-                  every partition from the beginning, reading every record (the baseline)
+                  every partition from the beginning, reading every record (the baseline),
+                  with the fetch.queue.backoff.ms the Spark source's consumers use (10 ms;
+                  librdkafka's default 1000 ms pauses a fast reader, see kafkalite.spark.client)
   spark count     spark.read.format("kafkalite")...load().count()
   spark parquet   the same read written with .write.parquet() into a temporary directory
   spark count minPartitions=N
