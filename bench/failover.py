@@ -235,7 +235,7 @@ def _ack_after_kill(cluster: LocalCluster, boot: str, partition: int, victim: in
     return first_after - killed_at, len(errors)
 
 
-def leader_kill(runs: int, victim_kind: str, workdir: str) -> list[dict]:
+def leader_kill(runs: int, victim_kind: str, workdir: str, overrides: dict | None = None) -> list[dict]:
     """Kill -9 of partition 0's leader `runs` times: kill -> first acks=all ack of a record
     produced after the kill, as a librdkafka producer sees it."""
     from confluent_kafka.admin import AdminClient as KafkaAdmin
@@ -243,7 +243,8 @@ def leader_kill(runs: int, victim_kind: str, workdir: str) -> list[dict]:
 
     ports = free_ports(10)
     cluster = LocalCluster(os.path.join(workdir, "leader-kill"), brokers=3, zk_port=ports[-1],
-                           ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)], overrides={"log.level": "INFO"})
+                           ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)],
+                           overrides={"log.level": "INFO", **(overrides or {})})
     results: list[dict] = []
     try:
         status = cluster.up()
@@ -290,9 +291,12 @@ def main() -> int:
     ap.add_argument("--leader-kill", action="store_true", help="kill -9 of a partition leader under a producer, --runs times")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--victim", choices=("any", "other", "controller"), default="any")
+    ap.add_argument("--no-process-watch", action="store_true",
+                    help="controller.process.watch.enable=false: failover only at session expiry (the old behaviour)")
     args = ap.parse_args()
     if args.leader_kill:
-        results = leader_kill(args.runs, args.victim, args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-"))
+        overrides = {"controller.process.watch.enable": False} if args.no_process_watch else {}
+        results = leader_kill(args.runs, args.victim, args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-"), overrides)
         times = sorted(r["failover_s"] for r in results)
         print(f"kill -9 -> first acks=all ack after it, {len(times)} runs: median {statistics.median(times):.3f} s, "
               f"max {times[-1]:.3f} s, min {times[0]:.3f} s")
