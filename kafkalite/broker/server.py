@@ -47,7 +47,7 @@ from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
-from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.metrics import EVENT_LOOP_PROBE_S, BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig, make_replica_selector
@@ -195,6 +195,7 @@ class Broker:
             self._essential(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), "hw-checkpoint"),
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
+            self._essential(self._probe_event_loop(), "event-loop-probe"),
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
@@ -202,6 +203,15 @@ class Broker:
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
+
+    async def _probe_event_loop(self) -> None:
+        """kafkalite_event_loop_lag_seconds: every EVENT_LOOP_PROBE_S, how much later than
+        asked the loop woke this task, i.e. how long something else held the loop."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time() + EVENT_LOOP_PROBE_S
+            await asyncio.sleep(EVENT_LOOP_PROBE_S)
+            self.metrics.event_loop_lag.observe(max(0.0, loop.time() - asked))
 
     async def _serve_clients(self) -> None:
         """Accept Kafka clients only once the controller's UpdateMetadata lists this broker.
