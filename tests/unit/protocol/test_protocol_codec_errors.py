@@ -39,7 +39,7 @@ def test_unknown_api_key_raises_unsupported_with_header():
 
 @pytest.mark.parametrize(("api", "version"), [
     (ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 9), (ApiKey.FETCH, 3), (ApiKey.FETCH, 12),
-    (ApiKey.METADATA, 9), (ApiKey.API_VERSIONS, 4)])
+    (ApiKey.METADATA, 10), (ApiKey.API_VERSIONS, 4)])
 def test_unsupported_version_raises_with_header(api, version):
     frame = struct.pack(">hhi", api, version, 5) + b"\x00\x01x" + b"garbage"
     with pytest.raises(UnsupportedVersionError) as caught:
