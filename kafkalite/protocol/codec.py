@@ -133,11 +133,15 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, dict]:
             f"api {header.api_key} version {header.api_version} is not supported")
         exc.header = header
         raise exc
-    return header, _decode_body(compiled, frame, pos, header, compiled.flexible)
+    # librdkafka (2.x) writes a Metadata v9 request for all topics with the 4 bytes it
+    # reserved for the topic count left in after the 1-byte null: Kafka parses what it needs
+    # and ignores the rest, and so do we, for this request only.
+    lenient = header.api_key == ApiKey.METADATA and header.api_version >= 9
+    return header, _decode_body(compiled, frame, pos, header, compiled.flexible, trailing_ok=lenient)
 
 
 def _decode_body(compiled: _Compiled, frame: bytes, pos: int, header: Any,
-                 header_tags: bool) -> dict:
+                 header_tags: bool, *, trailing_ok: bool = False) -> dict:
     try:
         if header_tags:  # request header v2 ends with a tag buffer
             pos = compiler.skip_tagged_fields(frame, pos)
@@ -150,7 +154,7 @@ def _decode_body(compiled: _Compiled, frame: bytes, pos: int, header: Any,
         error = compiler.malformed(f"{type(exc).__name__}: {exc}")
         error.header = header
         raise error from None
-    if pos != len(frame):
+    if pos != len(frame) and not trailing_ok:
         error = compiler.malformed(f"{len(frame) - pos} trailing bytes")
         error.header = header
         raise error
