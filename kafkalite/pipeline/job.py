@@ -48,14 +48,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafkalite.pipeline import job_defaults
 from kafkalite.pipeline.events import DETAIL_HEADER, ORDER, REASON_HEADER, Rejection, format_event_time, validate
 from kafkalite.pipeline.reference import WATERMARK_DELAY_MS, WINDOW_MS
 
-DEFAULT_INPUT_TOPIC = "pipeline-input"
-DEFAULT_OUTPUT_TOPIC = "pipeline-windows"
-DEFAULT_DEAD_LETTER_TOPIC = "pipeline-dead-letters"
-DEFAULT_MASTER = "local[2]"
-DEFAULT_TRIGGER_INTERVAL_S = 5.0
 # Stateful queries fix their shuffle partition count in the checkpoint; small, for 2 cores.
 SHUFFLE_PARTITIONS = 2
 AGGREGATES_QUERY = "aggregates"
@@ -197,10 +193,10 @@ class PipelineConfig:
     bootstrap: str
     checkpoint_dir: str
     parquet_dir: str
-    input_topic: str = DEFAULT_INPUT_TOPIC
-    output_topic: str = DEFAULT_OUTPUT_TOPIC
-    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    trigger_interval_s: float = DEFAULT_TRIGGER_INTERVAL_S
+    input_topic: str = job_defaults.INPUT_TOPIC
+    output_topic: str = job_defaults.OUTPUT_TOPIC
+    dead_letter_topic: str = job_defaults.DEAD_LETTER_TOPIC
+    trigger_interval_s: float = job_defaults.TRIGGER_INTERVAL_S
     available_now: bool = False  # Trigger.AvailableNow: process what is there, then stop
     max_offsets_per_trigger: int | None = None
 
@@ -213,7 +209,7 @@ class PipelineConfig:
         return os.path.join(self.checkpoint_dir, query)
 
 
-def build_session(master: str = DEFAULT_MASTER, app_name: str = "kafkalite-pipeline"):
+def build_session(master: str = job_defaults.MASTER, app_name: str = "kafkalite-pipeline"):
     """A SparkSession for the job: UTC session time, few shuffle partitions, no UI, Python
     workers on this interpreter (so they import kafkalite), the `kafkalite` format registered."""
     from pyspark.sql import SparkSession
@@ -305,6 +301,30 @@ class Pipeline:
     def stop(self) -> None:
         for query in self.queries:
             query.stop()
+
+    def new_progress(self, seen: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
+        """(query name, progress) of the micro-batches finished since `seen` (name -> last
+        batch id reported; updated), oldest first."""
+        out = []
+        for query in self.queries:
+            for progress in query.recentProgress:
+                if progress["batchId"] > seen.get(query.name, -1):
+                    out.append((query.name, progress))
+                    seen[query.name] = progress["batchId"]
+        return out
+
+
+def progress_line(name: str, progress: dict[str, Any]) -> str:
+    """One line per finished micro-batch: rows in, rate, and for the aggregation the
+    watermark, the rows dropped as late and the windows still held in state."""
+    line = (f"{name} batch {progress['batchId']}: {progress['numInputRows']} records "
+            f"({progress.get('processedRowsPerSecond') or 0:.0f}/s)")
+    state = progress.get("stateOperators") or []
+    if state:
+        watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+        line += (f", watermark {watermark}, {state[0].get('numRowsDroppedByWatermark', 0)} late rows dropped, "
+                 f"{state[0].get('numRowsTotal', 0)} open windows")
+    return line
 
 
 def start(spark, config: PipelineConfig) -> Pipeline:
