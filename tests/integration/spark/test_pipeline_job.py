@@ -1,0 +1,281 @@
+"""The pipeline's Spark job (kafkalite.pipeline.job) end to end, against a real 3-broker
+cluster and a real local SparkSession: seeded events (with malformed and late ones) in the
+input topic; the job's windows, in the output topic and in Parquet, equal the plain-Python
+reference computed over the very micro-batches the query ran (their boundaries taken from
+the query's progress: each batch's source start and end offsets, mapped back to the
+produced records); the dead-letter topic holds exactly the rejected records with their
+reasons; a run stopped, fed more input and restarted from its checkpoint loses and repeats
+nothing.
+
+One cluster and one SparkSession for the module: starting either costs seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafkalite.pipeline.events import DETAIL_HEADER, REASON_HEADER, Generated, GeneratorConfig, Rejection, generate, validate
+from kafkalite.pipeline.reference import WindowKey, aggregate, append_mode_output
+from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop_client
+
+pytest.importorskip("pyspark")
+
+from kafkalite.cli.pipeline_run import ensure_topics, read_results
+from kafkalite.pipeline import job
+
+PARTITIONS = 3
+# 50 events/s of event time: 500 records span 10 s, one window. Late events are 60 s old,
+# so micro-batches after the second drop them (the watermark has passed their window).
+CONFIG = GeneratorConfig(seed=11, start_ms=1_790_000_000_000, rate_per_s=50, bad_fraction=0.08,
+                         late_fraction=0.05, late_by_ms=60_000)
+QUERY_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def boot(zk_server, tmp_path_factory) -> Iterator[str]:
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    chroot = f"/pipeline-{uuid.uuid4().hex}"
+    zk = start_client(zk_server.connect_string)
+    try:
+        zk.create(chroot)
+    finally:
+        stop_client(zk)
+    ports = free_ports(9)
+    cluster = LocalCluster(tmp_path_factory.mktemp("pipeline-cluster"), brokers=3, overrides=TEST_BROKER_OVERRIDES,
+                           zk_connect=zk_server.connect_string + chroot,
+                           ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
+    try:
+        cluster.up()
+        yield cluster.status()["bootstrap"]
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = job.build_session("local[2]", app_name="kafkalite-pipeline-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def produce(boot: str, topic: str, records: list[Generated], first_index: int) -> dict[tuple[int, int], Generated]:
+    """Record i (counting from first_index) to partition i % PARTITIONS; returns where each
+    landed, (partition, offset) -> record, from the delivery reports."""
+    located: dict[tuple[int, int], Generated] = {}
+    errors: list = []
+    producer = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i, record in enumerate(records, start=first_index):
+        def done(err, msg, record=record):
+            if err is not None:
+                errors.append(err)
+            else:
+                located[(msg.partition(), msg.offset())] = record
+        producer.produce(topic, key=record.key, value=record.value, partition=i % PARTITIONS, on_delivery=done)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+    assert len(located) == len(records)
+    return located
+
+
+def consume_all(boot: str, topic: str) -> list:
+    """Every record in the topic now (up to each partition's high watermark)."""
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"check-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out: list = []
+    pending = {p for p, end in ends.items() if end > 0}
+    while pending:
+        for m in consumer.consume(500, 10):
+            if m.error() is None:
+                out.append(m)
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+            else:
+                assert m.error().code() == -191, m.error()  # partition EOF
+        assert out or pending == set(), "nothing consumed"
+    consumer.close()
+    return out
+
+
+def _partition_offsets(text, topic: str) -> dict[int, int]:
+    """A source offset of the kafkalite stream (JSON per partition, as Spark's Kafka
+    source: {"topic": {"0": 42, ...}}) -> partition -> offset; null (before batch 0) -> {}."""
+    if text is None or text == "null":
+        return {}
+    parsed = json.loads(text) if isinstance(text, str) else text
+    return {int(p): int(o) for p, o in parsed[topic].items()}
+
+
+def micro_batches(progresses: list, topic: str, located: dict[tuple[int, int], Generated]) -> list[list]:
+    """The accepted events of each micro-batch the query ran, in batch order, from its
+    progress: batch k read [startOffset, endOffset) of each partition."""
+    by_id = {}
+    for p in progresses:
+        assert p["batchId"] not in by_id, f"batch {p['batchId']} reported twice"
+        by_id[p["batchId"]] = p
+    assert sorted(by_id) == list(range(len(by_id))), sorted(by_id)
+    batches, read = [], 0
+    for batch_id in sorted(by_id):
+        source = by_id[batch_id]["sources"][0]
+        start = _partition_offsets(source["startOffset"], topic)
+        end = _partition_offsets(source["endOffset"], topic)
+        records = [r for (partition, offset), r in located.items() if start.get(partition, 0) <= offset < end.get(partition, 0)]
+        assert len(records) == by_id[batch_id]["numInputRows"], batch_id
+        read += len(records)
+        batches.append([e for e in (validate(r.value) for r in records) if not isinstance(e, Rejection)])
+    assert read == len(located), "the query read every produced record exactly once"
+    return batches
+
+
+def window_rows_of_topic(messages: list) -> dict[WindowKey, tuple[int, Decimal]]:
+    keys = Counter(m.key() for m in messages)
+    assert [k for k, n in keys.items() if n > 1] == [], "a window row was written twice"
+    out = {}
+    for m in messages:
+        value = json.loads(m.value(), parse_float=Decimal)
+        start_ms = _epoch_ms(value["window_start"])
+        assert m.key().decode() == job.window_key(start_ms, value["type"], value["currency"])
+        assert value["window_end"] == job.window_record(start_ms, "", "", 0, Decimal(0))["window_end"]
+        out[WindowKey(start_ms, value["type"], value["currency"])] = (value["count"], Decimal(value["amount_sum"]))
+    return out
+
+
+def _epoch_ms(iso: str) -> int:
+    from kafkalite.pipeline.events import parse_event_time
+
+    ms = parse_event_time(iso)
+    assert ms is not None, iso
+    return ms
+
+
+def window_rows_of_parquet(directory) -> dict[WindowKey, tuple[int, Decimal]]:
+    rows = read_results(str(directory))
+    out = {}
+    for r in rows:
+        key = WindowKey(int(r["window_start"].timestamp() * 1000), r["type"], r["currency"])
+        assert key not in out, f"{key} in Parquet twice"
+        assert (r["window_end"] - r["window_start"]).total_seconds() == 10
+        out[key] = (r["count"], r["amount_sum"])
+    return out
+
+
+def assert_dead_letters_are_exactly_the_rejected(boot: str, topic: str, records: list[Generated]) -> None:
+    want = Counter()
+    for r in records:
+        verdict = validate(r.value)
+        if isinstance(verdict, Rejection):
+            want[(r.key, r.value, verdict.reason.encode(), verdict.detail.encode())] += 1
+    got = Counter()
+    for m in consume_all(boot, topic):
+        headers = dict(m.headers())
+        assert [h for h, _ in m.headers()] == [REASON_HEADER, DETAIL_HEADER]
+        got[(m.key(), m.value(), headers[REASON_HEADER], headers[DETAIL_HEADER])] += 1
+    assert got == want
+    assert {reason for _, _, reason, _ in want} >= {b"not_json", b"missing_field", b"wrong_type", b"bad_event_time"}
+
+
+def run_available_now(spark, config: job.PipelineConfig) -> list:
+    """Run the job until it has processed what the input holds; the aggregation's progress."""
+    pipeline = job.start(spark, config)
+    try:
+        assert pipeline.await_termination(QUERY_TIMEOUT_S), "the pipeline did not finish"
+    finally:
+        pipeline.stop()
+    for query in pipeline.queries:
+        assert query.exception() is None, query.exception()
+    return list(pipeline.aggregates.recentProgress)
+
+
+def topics(boot: str, name: str) -> dict[str, str]:
+    names = {"input_topic": f"{name}-in", "output_topic": f"{name}-windows", "dead_letter_topic": f"{name}-dead"}
+    ensure_topics(boot, list(names.values()), PARTITIONS)
+    return names
+
+
+def expected_and_check(result, got_topic, got_parquet, progresses) -> None:
+    want = {k: (a.count, a.amount_sum) for k, a in result.emitted.items()}
+    assert got_topic == want
+    assert got_parquet == want
+    assert result.dropped_late, "the example must exercise late-row dropping"
+    assert result.open_windows, "and leave windows open (append mode never emits them)"
+    dropped = sum(op["numRowsDroppedByWatermark"] for p in progresses for op in p["stateOperators"])
+    assert dropped == len(result.dropped_late)
+
+
+# -- tests ---------------------------------------------------------------------------------
+
+def test_batch_read_through_the_jobs_transformations_equals_the_reference(spark, boot, tmp_path):
+    """The transformations are DataFrame functions: on a batch read of the input (where the
+    watermark does nothing) they give every event in its window, and the foreachBatch sink
+    writes those rows to the output topic and to Parquet."""
+    names = topics(boot, "batch")
+    records = generate(CONFIG, 1200)
+    produce(boot, names["input_topic"], records, 0)
+    source = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", boot)
+              .option("subscribe", names["input_topic"]).load())
+    windows = job.window_aggregates(job.parsed_events(source))
+    config = job.PipelineConfig(bootstrap=boot, checkpoint_dir=str(tmp_path / "ck"), parquet_dir=str(tmp_path / "pq"), **names)
+    job.WindowSink(config)(windows, 0)
+    events = [e for e in (validate(r.value) for r in records) if not isinstance(e, Rejection)]
+    want = {k: (a.count, a.amount_sum) for k, a in aggregate(events).items()}
+    assert window_rows_of_parquet(tmp_path / "pq") == want
+    assert window_rows_of_topic(consume_all(boot, names["output_topic"])) == want
+    (job.dead_letters(source).write.format("kafkalite").option("kafka.bootstrap.servers", boot)
+     .option("topic", names["dead_letter_topic"]).mode("append").save())
+    assert_dead_letters_are_exactly_the_rejected(boot, names["dead_letter_topic"], records)
+
+
+def test_available_now_emits_the_reference_windows_of_its_micro_batches(spark, boot, tmp_path):
+    names = topics(boot, "once")
+    records = generate(CONFIG, 3000)
+    located = produce(boot, names["input_topic"], records, 0)
+    config = job.PipelineConfig(bootstrap=boot, checkpoint_dir=str(tmp_path / "ck"), parquet_dir=str(tmp_path / "pq"),
+                                available_now=True, max_offsets_per_trigger=600, **names)
+    progresses = run_available_now(spark, config)
+    batches = micro_batches(progresses, names["input_topic"], located)
+    assert sum(1 for b in batches if b) >= 4, "several data batches, so late rows are dropped"
+    expected_and_check(append_mode_output(batches), window_rows_of_topic(consume_all(boot, names["output_topic"])),
+                       window_rows_of_parquet(tmp_path / "pq"), progresses)
+    assert_dead_letters_are_exactly_the_rejected(boot, names["dead_letter_topic"], records)
+
+
+def test_stopped_then_fed_then_restarted_from_the_checkpoint_loses_and_repeats_nothing(spark, boot, tmp_path):
+    names = topics(boot, "restart")
+    records = generate(CONFIG, 3000)
+    first, second = records[:1500], records[1500:]
+    config = job.PipelineConfig(bootstrap=boot, checkpoint_dir=str(tmp_path / "ck"), parquet_dir=str(tmp_path / "pq"),
+                                available_now=True, max_offsets_per_trigger=500, **names)
+    located = produce(boot, names["input_topic"], first, 0)
+    progresses = run_available_now(spark, config)
+    windows_after_first = window_rows_of_parquet(tmp_path / "pq")
+    assert windows_after_first, "the first run emitted windows"
+
+    located.update(produce(boot, names["input_topic"], second, len(first)))
+    progresses += run_available_now(spark, config)  # the same checkpoint: resumes after the first run
+    batches = micro_batches(progresses, names["input_topic"], located)  # every record read once, across both runs
+    result = append_mode_output(batches)
+    got_parquet = window_rows_of_parquet(tmp_path / "pq")
+    assert {k: v for k, v in got_parquet.items() if k in windows_after_first} == windows_after_first
+    expected_and_check(result, window_rows_of_topic(consume_all(boot, names["output_topic"])), got_parquet, progresses)
+    assert_dead_letters_are_exactly_the_rejected(boot, names["dead_letter_topic"], records)
+    # nothing lost: every accepted event is in an emitted window, dropped as late, or in a
+    # window still open (append mode emits it once a later event moves the watermark past it)
+    accepted = sum(len(b) for b in batches)
+    assert accepted == sum(c for c, _ in got_parquet.values()) + len(result.dropped_late) + \
+        sum(a.count for a in result.open_windows.values())
