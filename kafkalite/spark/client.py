@@ -42,7 +42,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 def consumer_config(options: SourceOptions) -> dict[str, str]:
     """A consumer that reads by assignment only: a group id because librdkafka wants one, but
     nothing is ever committed; an offset out of range is an error, never a silent reset."""
-    config: dict[str, str] = {"group.id": f"spark-kafkalite-{uuid.uuid4().hex}"}
+    config: dict[str, str] = {"group.id": f"{options.group_id_prefix}-{uuid.uuid4().hex}"}
     config.update(options.client_config)
     config.update({"bootstrap.servers": options.bootstrap_servers, "enable.auto.commit": "false",
                    "enable.auto.offset.store": "false", "auto.offset.reset": "error", "enable.partition.eof": "true"})
@@ -67,13 +67,32 @@ def topic_partition_counts(consumer: Consumer) -> dict[str, int]:
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 
-def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], Watermarks]:
+def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retries: int = 0,
+                  retry_interval_ms: int = 0) -> dict[tuple[str, int], Watermarks]:
+    """Each partition's log start and log end, from its leader. A partition whose leader is
+    moving answers a retriable error: asked again up to `retries` times (fetchOffset.numRetries,
+    fetchOffset.retryIntervalMs apart)."""
     result = {}
     for topic, partition in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S,
-                                                   cached=False)
+        for attempt in range(retries + 1):
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                           timeout=METADATA_TIMEOUT_S, cached=False)
+                break
+            except KafkaException as e:
+                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                if attempt == retries or (err is not None and not _retriable_lookup(err)):
+                    raise
+                log.info("watermarks of %s-%d: %s; asking again in %d ms", topic, partition, e, retry_interval_ms)
+                time.sleep(retry_interval_ms / 1000)
         result[(topic, partition)] = Watermarks(low, high)
     return result
+
+
+def _retriable_lookup(err: KafkaError) -> bool:
+    return err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
+                                             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE,
+                                             KafkaError._ALL_BROKERS_DOWN)
 
 
 def offsets_for_times(consumer: Consumer, requests: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int | None]:

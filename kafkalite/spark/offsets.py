@@ -194,3 +194,114 @@ def plan_batch(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartitio
         if r is not None:
             ranges.append(r)
     return Plan(tuple(split_ranges(ranges, min_partitions)), tuple(warnings))
+
+
+# -- streaming: offsets as JSON per partition, and one micro-batch's plan ---------------------
+
+def offsets_to_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """A stream's offset as PySpark keeps it in the checkpoint: Spark's Kafka offset JSON,
+    {"topic": {"0": 23, "1": 7}}, as a dict."""
+    nested: dict[str, dict[str, int]] = {}
+    for (topic, partition), value in sorted(offsets.items()):
+        assert value >= 0, (topic, partition, value)
+        nested.setdefault(topic, {})[str(partition)] = value
+    return nested
+
+
+def offsets_from_dict(nested: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    """The inverse of offsets_to_dict; a checkpoint that is not one is an error, not a guess."""
+    result: dict[TopicPartition, int] = {}
+    for topic, per_partition in nested.items():
+        if not isinstance(per_partition, Mapping):
+            raise ValueError(f"not a kafkalite stream offset (topic {topic!r} does not map partitions): {nested!r}")
+        for partition, value in per_partition.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"not a kafkalite stream offset ({topic}-{partition}: {value!r}): {nested!r}")
+            result[(topic, int(partition))] = value
+    return result
+
+
+def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+               max_rows: int) -> dict[TopicPartition, int]:
+    """Spark's KafkaMicroBatchStream.rateLimit: at most about `max_rows` new records in all,
+    shared among partitions in proportion to their backlog; a partition with a backlog gets
+    at least one record (none is starved). `start` holds every partition of `latest`."""
+    assert max_rows > 0, max_rows
+    sizes = {tp: latest[tp] - start[tp] for tp in latest if latest[tp] > start[tp]}
+    total = sum(sizes.values())
+    if total == 0:
+        return dict(latest)
+    result = {}
+    for tp, end in latest.items():
+        if tp not in sizes:
+            result[tp] = end
+            continue
+        share = max_rows * sizes[tp] / total
+        result[tp] = min(end, start[tp] + (math.ceil(share) if share < 1 else math.floor(share)))
+    return result
+
+
+def next_end(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+             earliest: Mapping[TopicPartition, int], *, max_rows: int | None,
+             cap: Mapping[TopicPartition, int] | None) -> dict[TopicPartition, int]:
+    """The end offset of the next micro-batch (what `latestOffset(start, limit)` answers).
+
+    - `latest`: every partition the query reads now, at its log end. A partition new since
+      `start` (a new topic matching the subscription, or more partitions) starts at its
+      log start, `earliest`, as in Spark.
+    - `cap`: Trigger.AvailableNow's target, taken once when the query started: no
+      partition goes beyond it, and partitions that appeared later are not read.
+    - `max_rows`: maxOffsetsPerTrigger (None: all available).
+    Partitions of `start` that no longer exist are left out (the plan reports their loss).
+    A log end below a partition's start (an unclean truncation) is answered as it is, and
+    planning reports the loss."""
+    if cap is not None:
+        latest = {tp: min(end, cap[tp]) for tp, end in latest.items() if tp in cap}
+    if max_rows is None:
+        return dict(latest)
+    begin = {tp: start[tp] if tp in start else earliest[tp] for tp in latest}
+    return rate_limit(begin, latest, max_rows)
+
+
+def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
+            earliest: Mapping[TopicPartition, int]) -> int:
+    """Records between two stream offsets (partitions new in `end` counted from their log start)."""
+    return sum(max(0, e - (start[tp] if tp in start else earliest.get(tp, e))) for tp, e in end.items())
+
+
+def plan_micro_batch(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
+                     watermarks: Mapping[TopicPartition, Watermarks], *, fail_on_data_loss: bool,
+                     min_partitions: int | None) -> Plan:
+    """The input partitions of the micro-batch (start, end], as Spark's
+    KafkaMicroBatchStream.planInputPartitions:
+
+    - a partition in `end` but not in `start` is new: it is read from its log start;
+    - a partition in `start` but not in `end` was deleted: data loss;
+    - an end below its start (the log was truncated and rewritten): data loss;
+    - a start below the log start (deleted by retention): data loss, read from the log start;
+    - an end beyond the log end (truncated since latestOffset): data loss, read to the log end.
+
+    A leader's log end (its high watermark) never goes back across a failover: a new leader
+    answers OFFSET_NOT_AVAILABLE until its high watermark has reached its epoch's start
+    (KIP-207), so an end beyond it is a real truncation."""
+    ranges: list[OffsetRange] = []
+    lost: list[str] = []
+    for tp in sorted(set(start) - set(end)):
+        lost.append(f"{tp[0]}-{tp[1]} is gone (its topic was deleted, or it is no longer assigned); "
+                    f"offsets from {start[tp]} were not read")
+    for tp in sorted(end):
+        topic, partition = tp
+        marks = watermarks[tp]
+        begin = start.get(tp, marks.earliest)
+        if end[tp] < begin:
+            lost.append(f"the offset of {topic}-{partition} went back from {begin} to {end[tp]} (the log was "
+                        "truncated); records may have been missed")
+            continue
+        r, loss = clamp_range(tp, begin, end[tp], marks, fail_on_data_loss=False)
+        lost.extend(loss)
+        if r is not None:
+            ranges.append(r)
+    if lost and fail_on_data_loss:
+        raise KafkaliteDataLossError("; ".join(lost) + ". Some data may have been lost; set failOnDataLoss=false "
+                                                       "to skip it with a warning")
+    return Plan(tuple(split_ranges(ranges, min_partitions)), tuple(lost))

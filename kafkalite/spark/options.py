@@ -12,11 +12,14 @@ should not silently read the wrong range.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.spark.errors import KafkaliteSparkOptionError
+
+log = logging.getLogger(__name__)
 
 # Kafka's sentinel offsets in per-partition JSON, as in Spark.
 EARLIEST = -2
@@ -61,6 +64,10 @@ _SINK_REFUSED = {
 }
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark: spark.network.timeout
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's maxTriggerDelay default, "15m"
+DEFAULT_FETCH_OFFSET_RETRIES = 3  # Spark's fetchOffset.numRetries
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000  # Spark's fetchOffset.retryIntervalMs, 10 ms there
+DEFAULT_GROUP_ID_PREFIX = "spark-kafkalite"
 
 
 # -- where to start or stop reading --------------------------------------------------------
@@ -132,6 +139,13 @@ class SourceOptions:
     include_headers: bool
     poll_timeout_ms: int
     client_rack: str | None
+    # Streaming only: a trigger waits for minOffsetsPerTrigger new records, at most
+    # maxTriggerDelay since the last batch.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
+    fetch_offset_retries: int = DEFAULT_FETCH_OFFSET_RETRIES
+    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
     # Every other kafka.* option with the prefix stripped, for the librdkafka client.
     client_config: Mapping[str, str] = field(default_factory=dict)
 
@@ -169,6 +183,21 @@ def _positive_int(opts: dict[str, str], key: str, name: str) -> int | None:
     if value <= 0:
         raise KafkaliteSparkOptionError(name, f"must be positive, but it was {value}")
     return value
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(opts: dict[str, str], key: str, name: str, default: int) -> int:
+    """Spark's time strings ("15m", "30s", "500ms"; a bare number is milliseconds)."""
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    m = _DURATION.match(raw)
+    if m is None:
+        raise KafkaliteSparkOptionError(name, f"must be a duration such as '30s', '15m' or '500ms', not {raw!r}")
+    return int(m.group(1)) * _DURATION_MS[(m.group(2) or "ms").lower()]
 
 
 def _int(raw: str, name: str) -> int:
@@ -321,6 +350,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             raise KafkaliteSparkOptionError("endingOffsets", "ending offsets are not valid in streaming queries")
         starting = starting or Latest()
     else:
+        for key, name in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+                          ("minoffsetspertrigger", "minOffsetsPerTrigger"), ("maxtriggerdelay", "maxTriggerDelay")):
+            if key in opts:  # Spark ignores them in batch queries too; say so
+                log.warning("option '%s' applies to streaming queries only; this batch query reads its whole range", name)
         starting = starting or Earliest()
         ending = ending or Latest()
         _check_batch_bounds(starting, ending)
@@ -341,8 +374,33 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
         poll_timeout_ms=poll or DEFAULT_POLL_TIMEOUT_MS,
         client_rack=config.get("client.rack"),
+        min_offsets_per_trigger=_positive_int(opts, "minoffsetspertrigger", "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        group_id_prefix=_group_id_prefix(opts),
+        fetch_offset_retries=_non_negative_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries",
+                                               DEFAULT_FETCH_OFFSET_RETRIES),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchoffset.retryintervalms",
+                                                         "fetchOffset.retryIntervalMs",
+                                                         DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
         client_config=config,
     )
+
+
+def _group_id_prefix(opts: dict[str, str]) -> str:
+    raw = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX).strip()
+    if not raw:
+        raise KafkaliteSparkOptionError("groupIdPrefix", "must not be empty")
+    return raw
+
+
+def _non_negative_int(opts: dict[str, str], key: str, name: str, default: int) -> int:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    value = _int(raw, name)
+    if value < 0:
+        raise KafkaliteSparkOptionError(name, f"must not be negative, but it was {value}")
+    return value
 
 
 def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:

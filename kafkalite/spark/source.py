@@ -2,21 +2,46 @@
 
 Register with `spark.dataSource.register(KafkaliteDataSource)`, then use the format
 `kafkalite`. The batch reader plans offset ranges on the driver and reads each range on an
-executor by assignment (no consumer group). The writers live in `kafkalite.spark.sink`.
-Streaming reads are not built yet.
+executor by assignment (no consumer group). The streaming reader keeps Spark's Kafka
+offsets (JSON per partition) in the query's checkpoint and plans each micro-batch the same
+way. The writers live in `kafkalite.spark.sink`.
+
+Every decision (which offsets, how many per trigger, what counts as data loss) is a pure
+function of `kafkalite.spark.offsets`; this module only asks the cluster for the facts.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from kafkalite.spark import client
 from kafkalite.spark.errors import KafkaliteSparkOptionError
-from kafkalite.spark.offsets import OffsetRange, plan_batch, resolve_offsets, select_partitions, timestamp_requests
+from kafkalite.spark.offsets import (
+    OffsetRange,
+    Plan,
+    backlog,
+    next_end,
+    offsets_from_dict,
+    offsets_to_dict,
+    plan_batch,
+    plan_micro_batch,
+    resolve_offsets,
+    select_partitions,
+    timestamp_requests,
+)
 from kafkalite.spark.options import GlobalTimestamp, SourceOptions, SpecificTimestamps, parse_source_options
 
 log = logging.getLogger(__name__)
@@ -46,6 +71,9 @@ class KafkaliteDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaliteBatchReader(parse_source_options(self.options, streaming=False))
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaliteStreamReader(parse_source_options(self.options, streaming=True))
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkalite.spark.sink import KafkaliteBatchWriter
 
@@ -70,7 +98,24 @@ class RangePartition(InputPartition):
         self.poll_timeout_ms = poll_timeout_ms
 
 
-def plan_ranges(options: SourceOptions) -> tuple[OffsetRange, ...]:
+def _range_partitions(plan: Plan, options: SourceOptions) -> list[InputPartition]:
+    for warning in plan.warnings:
+        log.warning("%s: skipping (failOnDataLoss=false)", warning)
+    config = client.consumer_config(options)
+    return [RangePartition(r, config, include_headers=options.include_headers,
+                           fail_on_data_loss=options.fail_on_data_loss,
+                           poll_timeout_ms=options.poll_timeout_ms) for r in plan.ranges]
+
+
+def _read(partition: InputPartition) -> Iterator:
+    assert isinstance(partition, RangePartition), partition
+    yield from client.read_range(partition.offset_range, partition.consumer_config,
+                                 include_headers=partition.include_headers,
+                                 fail_on_data_loss=partition.fail_on_data_loss,
+                                 poll_timeout_ms=partition.poll_timeout_ms)
+
+
+def plan_ranges(options: SourceOptions) -> Plan:
     """The driver's planning of a batch read: metadata, watermarks and timestamp lookups from
     the cluster, the decisions from `offsets`."""
     assert options.ending is not None, "batch reads have an end"
@@ -93,11 +138,8 @@ def plan_ranges(options: SourceOptions) -> tuple[OffsetRange, ...]:
                                option=end_name, no_match_latest=True)
     finally:
         consumer.close()
-    plan = plan_batch(starts, ends, marks, fail_on_data_loss=options.fail_on_data_loss,
+    return plan_batch(starts, ends, marks, fail_on_data_loss=options.fail_on_data_loss,
                       min_partitions=options.min_partitions)
-    for warning in plan.warnings:
-        log.warning("%s: skipping (failOnDataLoss=false)", warning)
-    return plan.ranges
 
 
 def _spec_option(spec, prefix: str) -> str:
@@ -113,14 +155,108 @@ class KafkaliteBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        config = client.consumer_config(self.options)
-        return [RangePartition(r, config, include_headers=self.options.include_headers,
-                               fail_on_data_loss=self.options.fail_on_data_loss,
-                               poll_timeout_ms=self.options.poll_timeout_ms) for r in plan_ranges(self.options)]
+        return _range_partitions(plan_ranges(self.options), self.options)
 
     def read(self, partition: InputPartition) -> Iterator:
-        assert isinstance(partition, RangePartition), partition
-        yield from client.read_range(partition.offset_range, partition.consumer_config,
-                                     include_headers=partition.include_headers,
-                                     fail_on_data_loss=partition.fail_on_data_loss,
-                                     poll_timeout_ms=partition.poll_timeout_ms)
+        return _read(partition)
+
+
+class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's KafkaMicroBatchStream. Offsets are {"topic": {"partition": offset}}; each
+    call asks the cluster afresh (one driver consumer, opened on first use), so a restarted
+    query needs nothing but its checkpoint. Executors get everything in the partition."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer = None
+        self._available_now: dict | None = None  # Trigger.AvailableNow's target
+        self._last_trigger = time.monotonic()  # for minOffsetsPerTrigger / maxTriggerDelay
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_consumer"] = None  # a client never travels; read() needs none
+        return state
+
+    def _driver(self):
+        if self._consumer is None:
+            self._consumer = client.open_consumer(client.consumer_config(self.options))
+        return self._consumer
+
+    def _current(self) -> dict:
+        """The partitions the query reads now, with their watermarks."""
+        consumer = self._driver()
+        partitions, missing = select_partitions(self.options.strategy, client.topic_partition_counts(consumer))
+        if missing:
+            log.warning("assigned partitions do not exist (yet): %s", sorted(missing))
+        return client.watermarks_of(consumer, partitions, retries=self.options.fetch_offset_retries,
+                                    retry_interval_ms=self.options.fetch_offset_retry_interval_ms)
+
+    def initialOffset(self) -> dict:
+        spec = self.options.starting
+        marks = self._current()
+        consumer = self._driver()
+        name = _spec_option(spec, "starting")
+        found = client.offsets_for_times(consumer, timestamp_requests(spec, list(marks), name))
+        start = resolve_offsets(spec, list(marks), marks, found, option=name,
+                                no_match_latest=self.options.timestamp_no_match_latest)
+        return offsets_to_dict(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        marks = self._current()
+        self._available_now = offsets_to_dict({tp: m.latest for tp, m in marks.items()})
+        log.info("Trigger.AvailableNow: reading up to %s", self._available_now)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets_from_dict(start)
+        marks = self._current()
+        latest = {tp: m.latest for tp, m in marks.items()}
+        earliest = {tp: m.earliest for tp, m in marks.items()}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        cap = offsets_from_dict(self._available_now) if self._available_now is not None else None
+        end = next_end(begin, latest, earliest, max_rows=max_rows, cap=cap)
+        if self._waits_for_more(begin, end, earliest):
+            return start
+        self._last_trigger = time.monotonic()
+        return offsets_to_dict(end)
+
+    def _waits_for_more(self, begin: dict, end: dict, earliest: dict) -> bool:
+        """minOffsetsPerTrigger: skip this trigger while fewer records are new, unless
+        maxTriggerDelay has passed since the last batch (or the query runs AvailableNow, which
+        must not wait for data that will never come)."""
+        wanted = self.options.min_offsets_per_trigger
+        if wanted is None or self._available_now is not None:
+            return False
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000
+        return backlog(begin, end, earliest) < wanted and waited_ms < self.options.max_trigger_delay_ms
+
+    def reportLatestOffset(self) -> dict | None:
+        marks = self._current()
+        return offsets_to_dict({tp: m.latest for tp, m in marks.items()})
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, until = offsets_from_dict(start), offsets_from_dict(end)
+        if begin == until:
+            return []
+        marks = self._current()
+        # A partition of `until` that no longer exists (its topic deleted since) is lost:
+        # leaving it out of the end makes the plan say so.
+        until = {tp: offset for tp, offset in until.items() if tp in marks}
+        plan = plan_micro_batch(begin, until, marks, fail_on_data_loss=self.options.fail_on_data_loss,
+                                min_partitions=self.options.min_partitions)
+        return _range_partitions(plan, self.options)
+
+    def read(self, partition: InputPartition) -> Iterator:
+        return _read(partition)
+
+    def commit(self, end: dict) -> None:
+        pass  # offsets live in Spark's checkpoint; nothing is committed to the cluster, as in Spark
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

@@ -3,129 +3,21 @@ SparkSession (local[2]): batch reads equal what was produced, offset ranges and
 timestamps, minPartitions splitting, failOnDataLoss both ways, bad options, and the sink
 in batch and streaming (Trigger.AvailableNow with a checkpoint).
 
-One SparkSession and one cluster for the whole module: starting either costs seconds.
+One SparkSession and one cluster for the whole module (conftest.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
 
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop_client
 from kafkalite.testing.probes import wait_until
+from kafkalite.testing.spark_topics import as_records, consume_all, create_topic, produce, read, sort_acked
 
 pyspark = pytest.importorskip("pyspark")
-
-from pyspark.sql import SparkSession  # noqa: E402
-
-from kafkalite.spark import KafkaliteDataSource  # noqa: E402
-
-BROKER = {"log.retention.check.interval.ms": 500}
-
-
-@pytest.fixture(scope="module")
-def boot(zk_server, tmp_path_factory) -> Iterator[str]:
-    from kafkalite.testing.cluster import LocalCluster
-    from kafkalite.testing.ports import free_ports
-
-    chroot = f"/spark-{uuid.uuid4().hex}"
-    zk = start_client(zk_server.connect_string)
-    try:
-        zk.create(chroot)
-    finally:
-        stop_client(zk)
-    ports = free_ports(9)
-    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, overrides={**TEST_BROKER_OVERRIDES, **BROKER},
-                           zk_connect=zk_server.connect_string + chroot,
-                           ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
-    try:
-        cluster.up()
-        yield cluster.status()["bootstrap"]
-    finally:
-        cluster.down()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (SparkSession.builder.master("local[2]").appName("kafkalite-spark-tests")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.dataSource.register(KafkaliteDataSource)
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
-def create_topic(boot: str, topic: str, partitions: int = 3, config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": boot})
-    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
-                                                config=config or {})]).values():
-        future.result(timeout=30)
-    wait_until(lambda: len(Consumer({"bootstrap.servers": boot, "group.id": "probe"}).list_topics(topic, timeout=5)
-                           .topics[topic].partitions) == partitions, 30, f"{topic} in metadata")
-
-
-def headers_of(i: int) -> list | None:
-    return [("h", b"%d" % i), ("empty", None)] if i % 2 == 0 else None
-
-
-def produce(boot: str, topic: str, n: int, partitions: int = 3, ts0_ms: int = 1_700_000_000_000,
-            value_bytes: int = 0, flush_each: bool = False) -> list[dict]:
-    """n records round-robin over the partitions, with keys, headers and timestamps ts0 + i s;
-    returns what the broker acknowledged."""
-    acked: list[dict] = []
-    errors: list = []
-
-    def done(err, msg):
-        if err is not None:
-            errors.append(err)
-            return
-        acked.append({"partition": msg.partition(), "offset": msg.offset(), "key": msg.key(), "value": msg.value(),
-                      "headers": headers_of(int(msg.key().split(b"-")[1])), "timestamp": msg.timestamp()[1]})
-
-    p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    for i in range(n):
-        value = (b"value-%d-" % i).ljust(value_bytes, b"x")
-        p.produce(topic, key=b"key-%d" % i, value=value, partition=i % partitions, timestamp=ts0_ms + 1000 * i,
-                  headers=headers_of(i), on_delivery=done)
-        if flush_each:  # one batch per record, so that small segments roll
-            p.flush(30)
-    assert p.flush(60) == 0
-    assert errors == []
-    return acked
-
-
-def read(spark, boot: str, **options):
-    return spark.read.format("kafkalite").option("kafka.bootstrap.servers", boot).options(**options).load()
-
-
-def as_records(rows, headers: bool = True) -> list[dict]:
-    out = []
-    for r in rows:
-        rec = {"partition": r["partition"], "offset": r["offset"], "key": bytes(r["key"]) if r["key"] is not None else None,
-               "value": bytes(r["value"]), "timestamp": int(r["timestamp"].timestamp() * 1000)}
-        if headers:
-            rec["headers"] = [(h["key"], bytes(h["value"]) if h["value"] is not None else None)
-                              for h in r["headers"]] if r["headers"] is not None else None
-        out.append(rec)
-    return sorted(out, key=lambda rec: (rec["partition"], rec["offset"]))
-
-
-def sort_acked(acked: list[dict]) -> list[dict]:
-    return sorted(acked, key=lambda rec: (rec["partition"], rec["offset"]))
-
 
 def test_batch_read_equals_what_was_produced(spark, boot):
     create_topic(boot, "orders")
@@ -201,19 +93,6 @@ def test_bad_options_are_errors_naming_the_option(spark, boot, options, named):
     with pytest.raises(Exception) as info:
         read(spark, boot, **options).collect()
     assert f"option '{named}'" in str(info.value)
-
-
-def consume_all(boot: str, topic: str, partitions: int, expected: int) -> list:
-    c = Consumer({"bootstrap.servers": boot, "group.id": f"check-{uuid.uuid4().hex}", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list = []
-    deadline = time.monotonic() + 60
-    while len(out) < expected and time.monotonic() < deadline:
-        for m in c.consume(500, 0.5):
-            if m.error() is None:
-                out.append(m)
-    c.close()
-    return out
 
 
 def test_batch_write_round_trip(spark, boot):

@@ -12,7 +12,13 @@ from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionE
 from kafkalite.spark.offsets import (
     OffsetRange,
     Watermarks,
+    backlog,
+    next_end,
+    offsets_from_dict,
+    offsets_to_dict,
     plan_batch,
+    plan_micro_batch,
+    rate_limit,
     resolve_offsets,
     select_partitions,
     split_ranges,
@@ -122,3 +128,68 @@ def test_splitting_covers_exactly_the_same_offsets(ranges, min_partitions):
     if min_partitions is not None and nonempty < min_partitions:
         assert len(out) >= nonempty
         assert len(out) <= min_partitions + nonempty
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+def test_stream_offsets_round_trip_as_sparks_json():
+    offsets = {("t", 0): 5, ("t", 10): 7, ("u", 1): 0}
+    nested = offsets_to_dict(offsets)
+    assert nested == {"t": {"0": 5, "10": 7}, "u": {"1": 0}}
+    assert offsets_from_dict(nested) == offsets
+    for bad in ({"t": 5}, {"t": {"0": -1}}, {"t": {"0": "5"}}, {"t": {"0": True}}):
+        with pytest.raises(ValueError, match="not a kafkalite stream offset"):
+            offsets_from_dict(bad)
+
+
+def test_rate_limit_shares_by_backlog_and_starves_nobody():
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 100}
+    latest = {("t", 0): 900, ("t", 1): 100, ("t", 2): 100}
+    assert rate_limit(start, latest, 100) == {("t", 0): 90, ("t", 1): 10, ("t", 2): 100}
+    # a tiny backlog still gets one record per trigger
+    assert rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 10_000, ("t", 1): 1}, 10) == {("t", 0): 9, ("t", 1): 1}
+    assert rate_limit(start, start, 5) == start
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1, max_size=8), st.integers(1, 5000))
+def test_rate_limit_never_passes_the_end_nor_much_more_than_the_limit(pairs, limit):
+    start = {("t", i): min(a, b) for i, (a, b) in enumerate(pairs)}
+    latest = {("t", i): max(a, b) for i, (a, b) in enumerate(pairs)}
+    out = rate_limit(start, latest, limit)
+    assert all(start[tp] <= out[tp] <= latest[tp] for tp in latest)
+    taken = sum(out[tp] - start[tp] for tp in latest)
+    backlog_total = sum(latest[tp] - start[tp] for tp in latest)
+    assert taken <= min(backlog_total, limit + len(latest))  # ceil() of tiny shares may add one each
+    assert taken > 0 or backlog_total == 0
+
+
+def test_next_end_discovers_new_partitions_from_their_log_start_and_caps_available_now():
+    start = {("t", 0): 10}
+    latest = {("t", 0): 50, ("t", 1): 30, ("u", 0): 5}
+    earliest = {("t", 0): 0, ("t", 1): 20, ("u", 0): 0}
+    assert next_end(start, latest, earliest, max_rows=None, cap=None) == latest
+    # new partitions count from their log start when sharing the limit: backlogs 40, 10, 5
+    assert next_end(start, latest, earliest, max_rows=11, cap=None) == {("t", 0): 18, ("t", 1): 22, ("u", 0): 1}
+    # AvailableNow: nothing beyond the target, partitions born after it are not read
+    assert next_end(start, latest, earliest, max_rows=None, cap={("t", 0): 40}) == {("t", 0): 40}
+    assert backlog(start, latest, earliest) == 40 + 10 + 5
+
+
+def test_plan_micro_batch_reads_new_partitions_and_reports_loss_per_fail_on_data_loss():
+    marks = {("t", 0): Watermarks(0, 100), ("t", 1): Watermarks(20, 40), ("t", 2): Watermarks(0, 10)}
+    start = {("t", 0): 10, ("t", 1): 5, ("t", 3): 7}
+    end = {("t", 0): 60, ("t", 1): 40, ("t", 2): 10}
+    with pytest.raises(KafkaliteDataLossError, match="t-3 is gone"):
+        plan_micro_batch(start, end, marks, fail_on_data_loss=True, min_partitions=None)
+    plan = plan_micro_batch(start, end, marks, fail_on_data_loss=False, min_partitions=None)
+    assert plan.ranges == (OffsetRange("t", 0, 10, 60), OffsetRange("t", 1, 20, 40), OffsetRange("t", 2, 0, 10))
+    assert len(plan.warnings) == 2 and "deleted by retention" in plan.warnings[1]
+    # a log truncated below the start: the offset went back
+    plan = plan_micro_batch({("t", 0): 90}, {("t", 0): 80}, {("t", 0): Watermarks(0, 80)}, fail_on_data_loss=False,
+                            min_partitions=None)
+    assert plan.ranges == () and "went back from 90 to 80" in plan.warnings[0]
+    # an end beyond the log end (truncated after latestOffset) is loss too
+    with pytest.raises(KafkaliteDataLossError, match="log ends at 40"):
+        plan_micro_batch({("t", 1): 20}, {("t", 1): 45}, marks, fail_on_data_loss=True, min_partitions=None)
+    assert plan_micro_batch({("t", 0): 0}, {("t", 0): 100}, marks, fail_on_data_loss=True, min_partitions=4).ranges == \
+        (OffsetRange("t", 0, 0, 25), OffsetRange("t", 0, 25, 50), OffsetRange("t", 0, 50, 75), OffsetRange("t", 0, 75, 100))

@@ -135,3 +135,19 @@ def test_sink_options():
         assert info.value.option.lower() == option.lower()
     with pytest.raises(KafkaliteSparkOptionError, match="kafka.bootstrap.servers"):
         parse_sink_options({"topic": "t"})
+
+
+def test_streaming_trigger_options_and_retries():
+    o = source(streaming=True, subscribe="t", minOffsetsPerTrigger="500", maxTriggerDelay="30s",
+               groupIdPrefix="etl", **{"fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "20"})
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.group_id_prefix) == (500, 30_000, "etl")
+    assert (o.fetch_offset_retries, o.fetch_offset_retry_interval_ms) == (5, 20)
+    assert source(streaming=True, subscribe="t").max_trigger_delay_ms == 15 * 60_000
+    assert source(streaming=True, subscribe="t", maxTriggerDelay="250").max_trigger_delay_ms == 250
+    assert source(streaming=True, subscribe="t", maxTriggerDelay="2m").max_trigger_delay_ms == 120_000
+    refused("maxTriggerDelay", streaming=True, subscribe="t", maxTriggerDelay="soon")
+    refused("minOffsetsPerTrigger", streaming=True, subscribe="t", minOffsetsPerTrigger="0")
+    refused("fetchOffset.numRetries", streaming=True, subscribe="t", **{"fetchOffset.numRetries": "-1"})
+    refused("groupIdPrefix", streaming=True, subscribe="t", groupIdPrefix=" ")
+    # Spark ignores the trigger options in a batch query (with a warning here), it does not fail
+    assert source(subscribe="t", maxOffsetsPerTrigger="10").max_offsets_per_trigger == 10

@@ -1,0 +1,63 @@
+"""One 3-broker cluster (in its own ZooKeeper chroot) and one local SparkSession per test
+module of the Spark data source: starting either costs seconds."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop_client
+
+pytest.importorskip("pyspark")
+
+BROKER = {"log.retention.check.interval.ms": 500}
+
+
+@pytest.fixture(scope="module")
+def spark_kafka(zk_server, tmp_path_factory):
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    chroot = f"/spark-{uuid.uuid4().hex}"
+    zk = start_client(zk_server.connect_string)
+    try:
+        zk.create(chroot)
+    finally:
+        stop_client(zk)
+    ports = free_ports(9)
+    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, overrides={**TEST_BROKER_OVERRIDES, **BROKER},
+                           zk_connect=zk_server.connect_string + chroot,
+                           ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="module")
+def boot(spark_kafka) -> str:
+    return spark_kafka.status()["bootstrap"]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator:
+    from pyspark.sql import SparkSession
+
+    from kafkalite.spark import KafkaliteDataSource
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (SparkSession.builder.master("local[2]").appName("kafkalite-spark-tests")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.dataSource.register(KafkaliteDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
