@@ -106,6 +106,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         spark = job.build_session(args.master)
     except PySparkException as e:
         return fail("pipeline run", f"could not start Spark: {_first_line(e)}")
+    spark.sparkContext.setLogLevel("ERROR")  # the progress lines below say what happens
     try:
         return _drive(job, spark, config)
     finally:

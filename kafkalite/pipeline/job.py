@@ -221,6 +221,9 @@ def build_session(master: str = job_defaults.MASTER, app_name: str = "kafkalite-
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               # Streaming disables adaptive execution anyway (and warns about it twice per query).
+               .config("spark.sql.adaptive.enabled", "false")
                .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]))
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
