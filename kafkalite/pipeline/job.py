@@ -71,7 +71,7 @@ WINDOW_COLUMNS = ("window_start", "window_end", "type", "currency", "count", "am
 
 
 class PipelineError(Exception):
-    """An operating error of the pipeline (bad directories, a query that failed); one line."""
+    """An operating error of the pipeline that a user can fix (e.g. the directories); one line."""
 
 
 # -- the pure parts ------------------------------------------------------------------------
@@ -330,8 +330,9 @@ def progress_line(name: str, progress: dict[str, Any]) -> str:
     return line
 
 
-def start(spark, config: PipelineConfig) -> Pipeline:
-    """Start both queries (resuming from their checkpoints if they exist)."""
+def start(spark, config: PipelineConfig, window_sink: WindowSink | None = None) -> Pipeline:
+    """Start both queries (resuming from their checkpoints if they exist). `window_sink`
+    replaces the aggregation's foreachBatch (tests inject failures with it)."""
     check_directories(config)
     Path(config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
     Path(config.parquet_dir).mkdir(parents=True, exist_ok=True)
@@ -342,7 +343,7 @@ def start(spark, config: PipelineConfig) -> Pipeline:
     try:
         windows = window_aggregates(parsed_events(_source(spark, config)))
         aggregates = (_trigger(windows.writeStream.outputMode("append").queryName(AGGREGATES_QUERY)
-                               .foreachBatch(WindowSink(config))
+                               .foreachBatch(window_sink or WindowSink(config))
                                .option("checkpointLocation", config.checkpoint(AGGREGATES_QUERY)), config)).start()
     except BaseException:
         letters.stop()

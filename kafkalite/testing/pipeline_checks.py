@@ -103,15 +103,27 @@ def micro_batches(progresses: list, topic: str, located: dict[tuple[int, int], G
     return batches
 
 
-def window_rows_of_topic(messages: list) -> dict[WindowKey, tuple[int, Decimal]]:
+def duplicated_keys(messages: list) -> dict[bytes, int]:
+    """Keys of the output topic written more than once, with their counts; asserts every
+    copy of a row is byte-identical (what makes deduplication by key correct)."""
+    values: dict[bytes, set[bytes]] = {}
+    for m in messages:
+        values.setdefault(m.key(), set()).add(m.value())
+    assert all(len(v) == 1 for v in values.values()), "two different rows for one window"
     keys = Counter(m.key() for m in messages)
-    assert [k for k, n in keys.items() if n > 1] == [], "a window row was written twice"
+    return {k: n for k, n in keys.items() if n > 1}
+
+
+def window_rows_of_topic(messages: list, *, duplicates_allowed: bool = False) -> dict[WindowKey, tuple[int, Decimal]]:
+    """The output topic's window rows (deduplicated by key if `duplicates_allowed`)."""
+    if not duplicates_allowed:
+        assert duplicated_keys(messages) == {}, "a window row was written twice"
     out = {}
     for m in messages:
         value = json.loads(m.value(), parse_float=Decimal)
         start_ms = _epoch_ms(value["window_start"])
         assert m.key().decode() == job.window_key(start_ms, value["type"], value["currency"])
-        assert value["window_end"] == job.window_record(start_ms, "", "", 0, Decimal(0))["window_end"]
+        assert value == job.window_record(start_ms, value["type"], value["currency"], value["count"], value["amount_sum"])
         out[WindowKey(start_ms, value["type"], value["currency"])] = (value["count"], Decimal(value["amount_sum"]))
     return out
 
@@ -128,6 +140,7 @@ def window_rows_of_parquet(directory) -> dict[WindowKey, tuple[int, Decimal]]:
     rows = read_results(str(directory))
     out = {}
     for r in rows:
+        assert tuple(r) == (*job.WINDOW_COLUMNS, job.BATCH_PARTITION)
         key = WindowKey(int(r["window_start"].timestamp() * 1000), r["type"], r["currency"])
         assert key not in out, f"{key} in Parquet twice"
         assert (r["window_end"] - r["window_start"]).total_seconds() == 10

@@ -20,11 +20,14 @@ from kafkalite.pipeline.reference import aggregate
 
 pytest.importorskip("pyspark")
 
+from kafkalite.cli.pipeline_run import read_results
 from kafkalite.pipeline import job
 from kafkalite.testing.pipeline_checks import (
     CONFIG,
+    QUERY_TIMEOUT_S,
     assert_dead_letters_are_exactly_the_rejected,
     consume_all,
+    duplicated_keys,
     expected_and_check,
     micro_batches,
     produce,
@@ -106,3 +109,51 @@ def test_stopped_then_fed_then_restarted_from_the_checkpoint_loses_and_repeats_n
     accepted = sum(len(b) for b in batches)
     assert accepted == sum(c for c, _ in got_parquet.values()) + len(result.dropped_late) + \
         sum(a.count for a in result.open_windows.values())
+
+
+class FailsOnceAfterWriting(job.WindowSink):
+    """Writes micro-batch `batch_id` to Parquet and the output topic, then fails it, once: a
+    crash after the sinks' writes and before Spark's commit of the batch."""
+
+    def __init__(self, config: job.PipelineConfig, batch_id: int) -> None:
+        super().__init__(config)
+        self.batch_id = batch_id
+        self.failed = False
+
+    def __call__(self, windows, batch_id: int) -> None:
+        super().__call__(windows, batch_id)
+        if batch_id == self.batch_id and not self.failed:
+            self.failed = True
+            raise RuntimeError("injected failure after the batch was written")
+
+
+def test_a_batch_rerun_after_a_failure_repeats_its_topic_rows_but_not_its_parquet(spark, boot, tmp_path):
+    """The at-least-once output topic, counted: the failed batch's rows appear twice (byte
+    for byte), every other row once; Parquet, overwritten per batch, has each row once."""
+    names = topics(boot, "rerun")
+    records = generate(CONFIG, 1600)
+    located = produce(boot, names["input_topic"], records, 0)
+    config = job.PipelineConfig(bootstrap=boot, checkpoint_dir=str(tmp_path / "ck"), parquet_dir=str(tmp_path / "pq"),
+                                available_now=True, max_offsets_per_trigger=400, **names)
+    pipeline = job.start(spark, config, FailsOnceAfterWriting(config, batch_id=2))
+    try:
+        with pytest.raises(Exception, match="injected failure"):
+            pipeline.aggregates.awaitTermination(QUERY_TIMEOUT_S)
+        assert pipeline.dead_letters.awaitTermination(QUERY_TIMEOUT_S)
+    finally:
+        pipeline.stop()
+    progresses = list(pipeline.aggregates.recentProgress)
+    assert max(p["batchId"] for p in progresses) == 1, "batch 2 failed before its commit"
+    progresses += run_available_now(spark, config)  # restarts at batch 2, with the same offsets
+
+    messages = consume_all(boot, names["output_topic"])
+    rerun_rows = [r for r in read_results(str(tmp_path / "pq")) if r["batch"] == 2]
+    assert rerun_rows, "the failed batch emitted windows"
+    rerun_keys = {job.window_key(int(r["window_start"].timestamp() * 1000), r["type"], r["currency"]).encode()
+                  for r in rerun_rows}
+    assert duplicated_keys(messages) == dict.fromkeys(rerun_keys, 2)
+    batches = micro_batches(progresses, names["input_topic"], located)
+    expected_and_check(batches, window_rows_of_topic(messages, duplicates_allowed=True),
+                       window_rows_of_parquet(tmp_path / "pq"), progresses)
+    assert_dead_letters_are_exactly_the_rejected(boot, names["dead_letter_topic"], records)
+
