@@ -65,7 +65,29 @@ bootstrap_system() {
     fi
 }
 
+# Debian packages that help but are not required (KAFKALITE_APT_OPTIONAL, e.g. kcat for the
+# README's tour): installed when running as root with apt-get, otherwise named with the
+# command that installs them; a failure to install them never stops the caller.
+bootstrap_optional() {
+    local missing=()
+    for pkg in ${KAFKALITE_APT_OPTIONAL:-}; do
+        if ! dpkg -s "$pkg" >/dev/null 2>&1; then missing+=("$pkg"); fi
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        _log "installing optional Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        if ! apt-get install -y -qq "${missing[@]}" >&2; then
+            apt-get update -qq >&2 || true
+            apt-get install -y -qq "${missing[@]}" >&2 || _log "could not install ${missing[*]}; carrying on without"
+        fi
+    else
+        _log "optional packages not installed: ${missing[*]} (sudo apt-get install ${missing[*]})"
+    fi
+}
+
 bootstrap_all() {
     bootstrap_system
+    bootstrap_optional
     bootstrap_venv
 }

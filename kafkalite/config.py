@@ -1,7 +1,8 @@
 """Typed, validated broker settings (DESIGN.md section 8).
 
 Kafka's property names wherever an equivalent exists. A config file is TOML or Java
-.properties; `--override key=value` wins over the file. An unknown key or a bad value is a
+.properties; KAFKALITE_CFG_<KEY> environment variables (`kafkalite broker`) win over the
+file, and `--override key=value` over both. An unknown key or a bad value is a
 start-up error (ConfigError) whose message names the key and what is allowed.
 """
 
@@ -66,12 +67,50 @@ def _parse_listener(v: str) -> tuple[str, int] | None:
     return (m.group(1) or "127.0.0.1", port)
 
 
+_NAMED_LISTENER_RE = re.compile(r"^(?:([A-Za-z_][A-Za-z0-9_]*)://)?([^:/,]*):(\d{1,5})$")
+
+
+def _parse_listeners(v: str) -> list[tuple[str | None, str, int]] | None:
+    """`NAME://HOST:PORT,...` (NAME optional) -> [(NAME upper-cased or None, host, port)];
+    None if any entry is malformed, a name or a port repeats, or there is none."""
+    out: list[tuple[str | None, str, int]] = []
+    for item in v.split(","):
+        m = _NAMED_LISTENER_RE.match(item.strip())
+        if m is None or int(m.group(3)) > 65535:
+            return None
+        out.append((m.group(1).upper() if m.group(1) else None, m.group(2), int(m.group(3))))
+    names = [n or "PLAINTEXT" for n, _, _ in out]
+    if not out or len(set(names)) != len(names):
+        return None
+    return out
+
+
+def _listeners_ok(v: str) -> bool:
+    parsed = _parse_listeners(v)
+    return parsed is not None and len({p for _, _, p in parsed}) == len(parsed)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientListenerConfig:
+    """One Kafka-protocol listener: where it binds and what clients are told to use."""
+
+    name: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+
 _SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
-    Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092", "client listener host:port", _listener, "HOST:PORT or PLAINTEXT://HOST:PORT"),
-    Setting("advertised.listeners", "str", "", "address clients are told to use (default: listeners)", lambda v: v == "" or _listener(v), "HOST:PORT or empty"),
+    Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
+            "client listeners, NAME://HOST:PORT,... (all plaintext; a client is told the brokers' addresses of the listener it "
+            "connected to; the first one is the address peers and tools find in ZooKeeper)", _listeners_ok,
+            "HOST:PORT or NAME://HOST:PORT[,NAME://HOST:PORT...] with distinct names and ports"),
+    Setting("advertised.listeners", "str", "", "addresses clients are told to use, by listener name (default: each listener's own)",
+            lambda v: v == "" or _parse_listeners(v) is not None, "empty, HOST:PORT or NAME://HOST:PORT[,...]"),
     Setting("inter.broker.listener", "str", "127.0.0.1:9192", "inter-broker msgpack RPC host:port", _listener, "HOST:PORT"),
-    Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state)", _listener, "HOST:PORT"),
+    Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state, status page /)", _listener, "HOST:PORT"),
     Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
     Setting("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", _positive, "> 0"),
     Setting("zookeeper.classpath", "str", "", "classpath of the ZooKeeper jars (bin/cluster)"),
@@ -117,6 +156,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("max.in.flight.requests.per.connection", "int", 100, "requests read ahead per client connection", _positive, "> 0"),
     Setting("request.timeout.ms", "int", 30000, "controller RPC and admin wait timeout", _positive, "> 0"),
     Setting("controller.socket.timeout.ms", "int", 30000, "timeout of controller-to-broker RPCs", _positive, "> 0"),
+    Setting("controller.process.watch.enable", "bool", True,
+            "fail a broker as soon as its process is gone (connection closed, reconnect refused), before its ZooKeeper "
+            "session expires"),
     Setting("controlled.shutdown.enable", "bool", True, "move leaderships away before stopping on SIGTERM"),
     Setting("controlled.shutdown.max.retries", "int", 3, "attempts of controlled shutdown", _positive, "> 0"),
     Setting("controlled.shutdown.retry.backoff.ms", "int", 1000, "back-off between attempts", _non_negative, ">= 0"),
@@ -248,6 +290,7 @@ class BrokerConfig:
             raise ConfigError(f"config key 'log.cleaner.dedupe.buffer.size': {merged['log.cleaner.dedupe.buffer.size']} leaves "
                               f"{per_thread} bytes to each of the {merged['log.cleaner.threads']} log.cleaner.threads; "
                               f"allowed: >= {DEDUPE_BUFFER_BYTES_MIN} per thread")
+        self._client_listeners = _client_listeners(merged["listeners"], merged["advertised.listeners"])
         if merged["group.min.session.timeout.ms"] > merged["group.max.session.timeout.ms"]:
             raise ConfigError(f"config key 'group.min.session.timeout.ms': {merged['group.min.session.timeout.ms']} is more than "
                               f"group.max.session.timeout.ms={merged['group.max.session.timeout.ms']}")
@@ -263,19 +306,18 @@ class BrokerConfig:
     def broker_id(self) -> int:
         return self._values["broker.id"]
 
+    def client_listeners(self) -> list[ClientListenerConfig]:
+        """Every client listener, the first one first (its advertised address is the one
+        registered as the broker's host and port)."""
+        return list(self._client_listeners)
+
     def listener(self) -> tuple[str, int]:
-        parsed = _parse_listener(self._values["listeners"])
-        assert parsed is not None
-        return parsed
+        first = self._client_listeners[0]
+        return first.host, first.port
 
     def advertised_listener(self) -> tuple[str, int]:
-        adv = self._values["advertised.listeners"]
-        if adv:
-            parsed = _parse_listener(adv)
-            assert parsed is not None
-            return parsed
-        host, port = self.listener()
-        return (host if host not in ("", "0.0.0.0") else "127.0.0.1", port)
+        first = self._client_listeners[0]
+        return first.advertised_host, first.advertised_port
 
     def inter_broker_listener(self) -> tuple[str, int]:
         parsed = _parse_listener(self._values["inter.broker.listener"])
@@ -290,6 +332,31 @@ class BrokerConfig:
     @property
     def rack(self) -> str | None:
         return self._values["broker.rack"] or None
+
+
+def _client_listeners(listeners: str, advertised: str) -> tuple[ClientListenerConfig, ...]:
+    """Pair `listeners` with `advertised.listeners` by name (an unnamed advertised address
+    belongs to the first listener); a listener not advertised is advertised as it binds
+    (127.0.0.1 for a wildcard or empty host)."""
+    bound = _parse_listeners(listeners)
+    assert bound is not None  # checked by its Setting
+    names = [n or "PLAINTEXT" for n, _, _ in bound]
+    adverts: dict[str, tuple[str, int]] = {}
+    for name, host, port in (_parse_listeners(advertised) or []) if advertised else []:
+        key = name if name is not None else names[0]
+        if key not in names:
+            raise ConfigError(f"config key 'advertised.listeners': listener {key!r} is not in listeners ({', '.join(names)})")
+        if key in adverts:
+            raise ConfigError(f"config key 'advertised.listeners': listener {key!r} is advertised twice")
+        if host in ("", "0.0.0.0"):
+            raise ConfigError(f"config key 'advertised.listeners': listener {key!r} needs a host clients can reach, got {host!r}")
+        adverts[key] = (host, port)
+    out = []
+    for name, (_, host, port) in zip(names, bound):
+        bind_host = host or "127.0.0.1"
+        ad_host, ad_port = adverts.get(name, (bind_host if bind_host != "0.0.0.0" else "127.0.0.1", port))
+        out.append(ClientListenerConfig(name, bind_host, port, ad_host, ad_port))
+    return tuple(out)
 
 
 _SELECTOR_KEY = "replica.selector.class"
@@ -385,7 +452,30 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> BrokerConfig:
+# Environment overrides (containers): KAFKALITE_CFG_BROKER_ID=1 sets broker.id; the key is
+# the variable's name after the prefix, lower-cased, with "_" for "." (no key has "_").
+ENV_PREFIX = "KAFKALITE_CFG_"
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """The config keys set by KAFKALITE_CFG_* variables; an unknown one is a ConfigError
+    naming the variable."""
+    out: dict[str, str] = {}
+    for var, value in sorted(environ.items()):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        key = var[len(ENV_PREFIX):].lower().replace("_", ".")
+        if key not in SETTINGS:
+            raise ConfigError(f"environment variable {var}: {key!r} is not a config key "
+                              f"({ENV_PREFIX}<KEY> with '_' for '.', e.g. {ENV_PREFIX}BROKER_ID for broker.id)")
+        out[key] = value
+    return out
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None, environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """The file, then KAFKALITE_CFG_* variables of `environ`, then `--override`s: the last
+    word wins."""
     values: dict[str, Any] = read_config_file(path) if path else {}
+    values.update(env_overrides(environ or {}))
     values.update(parse_overrides(overrides))
     return BrokerConfig(values)

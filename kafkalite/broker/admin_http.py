@@ -1,4 +1,6 @@
-"""Admin HTTP listener (aiohttp): /healthz, /metrics (Prometheus), /state (JSON).
+"""Admin HTTP listener (aiohttp): /healthz, /metrics (Prometheus), /state (JSON), and the
+status page: / (HTML), /status/fragment (its refreshed part), /status.json (the snapshot
+it renders), /status.css and /status.js (kafkalite.broker.status_page).
 
 /state is the broker's own view: its partitions (with `log_size_bytes`, the bytes of each
 replica's log on disk, which `kafkalite reassign status` compares between a leader and
@@ -6,25 +8,46 @@ its new replicas), roles, HW/LEO, metadata cache and controller view."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from kafkalite.broker import status_page
+from kafkalite.broker.status_snapshot import RateMeter, collect_status, metric_totals
+from kafkalite.clock import wall_ms
+from kafkalite.zk.errors import ZkError
+
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+# The page reads /admin/reassign_partitions from ZooKeeper on each refresh; a ZooKeeper that
+# does not answer within this leaves the reassignment "unknown" instead of hanging the page.
+REASSIGNMENT_READ_TIMEOUT_S = 2.0
+_NO_CACHE = {"Cache-Control": "no-store"}
 
 
 class AdminHttp:
     def __init__(self, broker: Broker):
         self.broker = broker
         self._runner: web.AppRunner | None = None
+        self._rates = RateMeter()
 
     async def start(self, host: str, port: int) -> None:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/state", self._state)
+        app.router.add_get("/", self._status_page)
+        app.router.add_get("/status/fragment", self._status_fragment)
+        app.router.add_get("/status.json", self._status_json)
+        app.router.add_get("/status.css", self._asset(status_page.STATUS_CSS, "text/css"))
+        app.router.add_get("/status.js", self._asset(status_page.STATUS_JS, "text/javascript"))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port, reuse_address=True).start()
@@ -48,3 +71,64 @@ class AdminHttp:
             if entry is not None:
                 entry["log_size_bytes"] = replica.log.size_bytes
         return web.json_response(state)
+
+    # -- the status page (kafkalite.broker.status_page) ---------------------------------
+    async def _snapshot(self) -> dict[str, Any]:
+        rates = self._rates.observe(time.monotonic(), metric_totals(self.broker.metrics))
+        return collect_status(self.broker, now_ms=wall_ms(), rates=rates, reassignment=await self._reassignment())
+
+    async def _reassignment(self) -> dict[tuple[str, int], list[int]] | None:
+        """The partitions /admin/reassign_partitions asks to move, with their targets (the
+        controller's own view exists only on the controller); None if unreadable."""
+        zk = self.broker.zk
+        if zk is None:
+            return None
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(REASSIGNMENT_READ_TIMEOUT_S):
+                found = await loop.run_in_executor(None, zk.get_reassignment)
+        except (TimeoutError, ZkError) as e:
+            log.debug("status page: reading the reassignment failed: %r", e)
+            return None
+        except Exception as e:  # noqa: BLE001 - kazoo's connection errors: the page says "unknown"
+            log.debug("status page: reading the reassignment failed: %r", e)
+            return None
+        if found is None:
+            return {}
+        return {tp: list(replicas) for tp, replicas in found[0].partitions.items()}
+
+    async def _status_page(self, request: web.Request) -> web.Response:
+        refresh_s = _refresh_s(request)
+        html = status_page.render_page(await self._snapshot(), refresh_s)
+        return web.Response(text=html, content_type="text/html", headers=_page_headers())
+
+    async def _status_fragment(self, request: web.Request) -> web.Response:
+        return web.Response(text=status_page.render_body(await self._snapshot()), content_type="text/html", headers=_page_headers())
+
+    async def _status_json(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._snapshot(), headers=_NO_CACHE)
+
+    @staticmethod
+    def _asset(text: str, content_type: str):
+        async def serve(request: web.Request) -> web.Response:
+            return web.Response(text=text, content_type=content_type, headers={"Cache-Control": "max-age=60"})
+        return serve
+
+
+def _page_headers() -> dict[str, str]:
+    return {**_NO_CACHE, "Content-Security-Policy": status_page.CONTENT_SECURITY_POLICY}
+
+
+def _refresh_s(request: web.Request) -> float:
+    """`?refresh=SECONDS` (bounded); a bad value is the caller's error, answered with 400."""
+    raw = request.query.get("refresh")
+    if raw is None:
+        return status_page.REFRESH_S_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not status_page.REFRESH_S_MIN <= value <= status_page.REFRESH_S_MAX:
+        raise web.HTTPBadRequest(text=f"refresh must be a number of seconds from {status_page.REFRESH_S_MIN:g} "
+                                      f"to {status_page.REFRESH_S_MAX:g}, got {raw!r}\n")
+    return value

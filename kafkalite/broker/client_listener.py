@@ -13,6 +13,7 @@ programmer error is answered with UNKNOWN_SERVER_ERROR and logged with its trace
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import struct
 from typing import TYPE_CHECKING, Any
@@ -36,11 +37,18 @@ log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">i")
 
+# The name of the listener the request being handled came in on: Metadata and
+# FindCoordinator answer with each broker's address on that listener (Kafka's named
+# listeners), so clients inside a network and outside it both get addresses they can use.
+# Set by ClientListener for each request's task; None outside a request.
+current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_listener", default=None)
+
 
 class ClientListener(StreamServer):
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, name: str = "PLAINTEXT"):
         super().__init__()
         self.broker = broker
+        self.name = name
         self.apis = broker.kafka_apis
         self.frame_bytes_max = broker.settings["socket.request.max.bytes"]
         self.in_flight_max = broker.settings["max.in.flight.requests.per.connection"]
@@ -105,6 +113,7 @@ class ClientListener(StreamServer):
         return asyncio.create_task(self._handle(header, body, address))
 
     async def _handle(self, header: RequestHeader, body: dict, client_address: str) -> list | None:
+        current_listener.set(self.name)  # this task's own context: no reset needed
         try:
             resp = await self.apis.handle(header, body, client_address)
         except OPERATING_ERRORS as e:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import cancel_and_wait, spawn
+from kafkalite.broker.broker_watch import ProcessWatches
 from kafkalite.broker.controller_channel import ControllerChannel
 from kafkalite.broker.controller_events import (
     AlterIsr,
@@ -30,6 +31,8 @@ from kafkalite.broker.controller_events import (
     PartitionsRemoveChange,
     PreferredElection,
     PreferredElectionZnode,
+    ProcessBack,
+    ProcessGone,
     ReassignmentChange,
     Replying,
     Resign,
@@ -74,6 +77,7 @@ class Controller:
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self.epoch_zk_version: int | None = None
         self.channel: ControllerChannel | None = None
+        self.watches: ProcessWatches | None = None  # while active, if process.watch.enable
         self._answered = asyncio.Event()  # a broker answered a request the core waits on
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
@@ -123,6 +127,7 @@ class Controller:
                     # paths (seed D 7-9): those are tried again (sweep seed 2307).
                     for admin in RETRIED_AFTER_ZK_ERROR:
                         spawn(self._enqueue_after(ELECTION_RETRY_S, admin()), name="controller-admin-retry", owner=self._owned)
+            self._sync_watches()
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
                 log.info("controller event %s took %.0f ms", name_of(ev), took_ms)
@@ -139,6 +144,16 @@ class Controller:
                 return
             case BrokerChange():
                 await self._run_core(core.BrokersChanged(await self._read_brokers()))
+            case ProcessGone(broker_id=bid, epoch=epoch):
+                await self._run_core(core.BrokerProcessGone(bid, epoch))
+                if self.core.gone.get(bid) == epoch and self.channel is not None:
+                    # Nothing more for it, and what was in flight to it holds no one's
+                    # metadata (the UpdateMetadata barrier) any longer.
+                    self.channel.remove_broker(bid)
+            case ProcessBack(broker_id=bid, epoch=epoch):
+                found = (await self._read_brokers()).get(bid)
+                if found is not None and found.epoch == epoch:
+                    await self._run_core(core.BrokerProcessBack(found))
             case TopicChange():
                 await self._run_core(await self._read_topic_change())
             case TopicDeletion():
@@ -259,7 +274,7 @@ class Controller:
     # -- reads --------------------------------------------------------------------------
     async def _read_brokers(self) -> dict[int, core.LiveBroker]:
         brokers = await self._zk(self.zk.get_brokers)
-        live = {b: core.LiveBroker(b, epoch, reg.host, reg.port, reg.inter_broker_port, reg.admin_port, reg.rack)
+        live = {b: core.LiveBroker(b, epoch, reg.host, reg.port, reg.inter_broker_port, reg.admin_port, reg.rack, reg.endpoints)
                 for b, (reg, epoch) in brokers.items()}
         self._sync_channel(live)
         return live
@@ -268,6 +283,7 @@ class Controller:
         """One sender per registered broker (and epoch); a broker that left or re-registered
         gets nothing more that was queued for its old registration."""
         assert self.channel is not None
+        live = {b: v for b, v in live.items() if self.core.gone.get(b) != v.epoch}  # gone: no sender
         for b in live.values():
             self.channel.add_broker(b.id, b.epoch, b.host, b.inter_broker_port)
         for bid in list(self.channel.senders):
@@ -323,6 +339,9 @@ class Controller:
         t0 = time.monotonic()
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, won.epoch)
         self.channel = ControllerChannel(self.broker_id, self.settings["controller.socket.timeout.ms"], self._on_channel_response)
+        if self.settings["controller.process.watch.enable"] and self.watches is None:
+            self.watches = ProcessWatches(self.broker_id, lambda b, e: self.enqueue(ProcessGone(b, e)),
+                                          lambda b, e: self.enqueue(ProcessBack(b, e)))
         brokers = await self._read_brokers()
         topics, states, written_zxid = await self._read_topics(await self._zk(self.zk.get_topics))
         marked = await self._zk(self.zk.get_topics_marked_for_deletion)
@@ -356,6 +375,9 @@ class Controller:
         if self.channel is not None:
             await self.channel.close()
             self.channel = None
+        if self.watches is not None:
+            await self.watches.close()
+            self.watches = None
         try:
             await self._zk(self.zk.resign_controller, self.broker_id)
         except ZkError as e:
@@ -371,10 +393,23 @@ class Controller:
         if header.get("error", 0) != 0:
             log.info("%s to broker %d answered error %s", api, broker_id, header.get("error"))
 
+    def _sync_watches(self) -> None:
+        """Watch the process of every registration the core counts: live ones at their
+        address, gone ones where they were watched (to hear if they answer again)."""
+        if self.watches is None:
+            return
+        if not self.core.active:
+            self.watches.sync({})
+            return
+        self.watches.follow({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in self.core.live.items()},
+                            self.core.gone)
+
     async def close(self) -> None:
         await cancel_and_wait([self._task, self._rebalance_task])
         if self.channel is not None:
             await self.channel.close()
+        if self.watches is not None:
+            await self.watches.close()
 
 
 def _from_assignment(a: codec.TopicAssignment) -> core.Topic:

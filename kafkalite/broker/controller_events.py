@@ -31,6 +31,22 @@ class BrokerChange:
 
 
 @dataclass(frozen=True)
+class ProcessGone:
+    """The process watch found the process of this registration gone (broker_watch.py)."""
+
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class ProcessBack:
+    """The process watch heard again from a process it had found gone."""
+
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
 class TopicChange:
     """The children of /brokers/topics changed."""
 

@@ -67,8 +67,14 @@ class InterBrokerHandlers:
         for b in self.broker.metadata_cache.brokers.values():
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
         self.rm.apply_topic_configs(h.get("topic_configs") or {})
+        self.broker.follow_peers()
         self.broker.metadata_updates.notify()
         return {"error": 0}, b""
+
+    async def _Ping(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """Who answers on this address: the controller's process watch (broker_watch.py)."""
+        b = self.broker
+        return {"error": 0, "broker_id": b.broker_id, "broker_epoch": b.broker_epoch, "incarnation": b.incarnation}, b""
 
     # -- broker -> controller -------------------------------------------------------------
     async def _controller_call(self, make: Callable[[asyncio.Future], Replying]) -> tuple[dict[str, Any], bytes]:

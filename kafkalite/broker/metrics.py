@@ -37,7 +37,7 @@ class _StateCollector:
         yield _g("kafkalite_offline_partitions", "partitions without a live leader (controller only)", offline)
         yield _g("kafkalite_purgatory_produce_size", "acks=all produce requests waiting", rm.delayed.produce_waiting)
         yield _g("kafkalite_purgatory_fetch_size", "fetch requests waiting", rm.delayed.fetch_waiting)
-        yield _g("kafkalite_client_connections", "open client connections", b.client_listener.connections if b.client_listener else 0)
+        yield _g("kafkalite_client_connections", "open client connections", sum(c.connections for c in b.client_listeners))
         cleaner = b.log_cleaner
         yield _g("kafkalite_log_cleaner_busy", "cleaning passes running now", cleaner.busy if cleaner else 0)
         yield _g("kafkalite_log_cleaner_uncleanable_partitions", "compacted logs the cleaner skips after a pass failed on bad data",

@@ -26,6 +26,7 @@ from kazoo.protocol.states import KazooState
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
@@ -115,11 +116,22 @@ class Broker:
         self.kazoo: KazooClient | None = None
         self.zk: ZkAdapter = None  # type: ignore[assignment]
         self.broker_epoch = -1
+        # Names this process among the incarnations of this broker id: a Ping answers it, so
+        # the controller can tell the process it knew from one restarted on its address.
+        self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        # Issue 13: the controller's process, watched from here (None when disabled).
+        self.controller_watch: ControllerWatch | None = None
+        self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
+        if self.settings["controller.process.watch.enable"]:
+            self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
+                                                    self._remove_gone_controller)
+            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         self.kafka_apis = KafkaApis(self)
-        self.client_listener: ClientListener | None = None
+        self.client_listener: ClientListener | None = None  # the first of client_listeners
+        self.client_listeners: list[ClientListener] = []
         self.rpc_server: RpcServer | None = None
         self.admin: AdminHttp | None = None
         self.peers: dict[int, RpcClient] = {}
@@ -164,9 +176,12 @@ class Broker:
         ib_host, ib_port = self.cfg.inter_broker_listener()
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
         await self.rpc_server.start(ib_host, ib_port)
-        self.client_listener = ClientListener(self)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
-        await self.client_listener.start(host, port, serving=False)
+        for spec in self.cfg.client_listeners():
+            listener = ClientListener(self, spec.name)
+            self.client_listeners.append(listener)
+            await listener.start(spec.host, spec.port, serving=False)
+        self.client_listener = self.client_listeners[0]
         ad_host, ad_port = self.cfg.admin_listener()
         self.admin = AdminHttp(self)
         await self.admin.start(ad_host, ad_port)
@@ -201,8 +216,10 @@ class Broker:
         while not await self.metadata_updates.wait_until(lambda: self.metadata_cache.alive(self.broker_id), CLIENT_LISTENER_WARN_S):
             log.warning("client listener still closed after %.0f s: no metadata yet from a controller that lists broker %d",
                         time.monotonic() - started, self.broker_id)
-        await self.client_listener.start_serving()
-        log.info("serving Kafka clients on %s:%d", *self.cfg.listener())
+        for listener, spec in zip(self.client_listeners, self.cfg.client_listeners()):
+            await listener.start_serving()
+            log.info("serving Kafka clients on %s %s:%d (advertised as %s:%d)", spec.name, spec.host, spec.port,
+                     spec.advertised_host, spec.advertised_port)
 
     def _essential(self, coro, name: str) -> asyncio.Task:
         """A task the broker cannot work without, held in `_tasks` and cancelled at stop; if
@@ -271,7 +288,10 @@ class Broker:
         _, ib_port = self.cfg.inter_broker_listener()
         ib_host = self.cfg.inter_broker_listener()[0] or host
         _, ad_port = self.cfg.admin_listener()
-        reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack)
+        specs = self.cfg.client_listeners()
+        endpoints = tuple((s.name, s.advertised_host, s.advertised_port) for s in specs) if len(specs) > 1 else ()
+        reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack,
+                                 endpoints=endpoints)
         if ib_host != host:
             log.warning("inter-broker host %s differs from advertised host %s; peers use %s", ib_host, host, host)
         # A previous incarnation killed moments ago still holds /brokers/ids/<id> until its
@@ -297,6 +317,8 @@ class Broker:
         def on_controller(data, stat):
             if stat is None:
                 call(enqueue, Elect())
+                if self.controller_watch is not None:
+                    call(self.controller_watch.follow, None)
             else:
                 call(self._on_controller_znode, data)
 
@@ -331,14 +353,42 @@ class Broker:
         self.zk.watch_children(paths.admin_partition_requests_path(kind), on_topics)
 
     def _on_controller_znode(self, data: bytes | None) -> None:
+        try:
+            owner = json.loads(data.decode()).get("brokerid") if data else None
+        except (ValueError, AttributeError):
+            owner = None
         # Someone else holds /controller: if it is not us, make sure we are not acting as one.
-        if self.controller.active:
-            try:
-                owner = json.loads(data.decode()).get("brokerid") if data else None
-            except (ValueError, AttributeError):
-                owner = None
-            if owner is not None and owner != self.broker_id:
-                self.controller.enqueue(Resign())
+        if self.controller.active and owner is not None and owner != self.broker_id:
+            self.controller.enqueue(Resign())
+        if self.controller_watch is not None and not self.stopping:
+            self.controller_watch.follow(owner if isinstance(owner, int) else None)
+
+    def follow_peers(self) -> None:
+        """Watch the processes of the brokers the metadata lists (after each UpdateMetadata)."""
+        if self.peer_watches is not None and not self.stopping:
+            cache = self.metadata_cache
+            self.peer_watches.follow({b.id: (b.epoch, b.host, b.inter_broker_port) for b in cache.brokers.values()},
+                                     cache.gone)
+
+    def _peer_gone(self, broker_id: int, epoch: int) -> None:
+        if self.metadata_cache.mark_gone(broker_id, epoch):
+            log.info("broker %d (epoch %d) is gone: answering Metadata without it until the controller's update",
+                     broker_id, epoch)
+            self.metadata_updates.notify()
+
+    def _peer_back(self, broker_id: int, epoch: int) -> None:
+        if self.metadata_cache.mark_back(broker_id, epoch):
+            self.metadata_updates.notify()
+
+    async def _controller_registration(self, broker_id: int) -> tuple[int, str, int] | None:
+        found = (await self.loop.run_in_executor(None, self.zk.get_brokers)).get(broker_id)
+        if found is None:
+            return None
+        reg, epoch = found
+        return epoch, reg.host, reg.inter_broker_port
+
+    async def _remove_gone_controller(self, broker_id: int, epoch: int) -> bool:
+        return await self.loop.run_in_executor(None, self.zk.remove_gone_controller, broker_id, epoch)
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo thread: session lost means our ephemerals are gone (we may be a zombie)."""
@@ -577,7 +627,11 @@ class Broker:
             await asyncio.wait([self._flush_job])
         log.info("stopping: controller and listeners (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.controller.close()
-        for component in (self.client_listener, self.rpc_server, self.admin):
+        if self.controller_watch is not None:
+            await self.controller_watch.close()
+        if self.peer_watches is not None:
+            await self.peer_watches.close()
+        for component in (*self.client_listeners, self.rpc_server, self.admin):
             if component is not None:
                 await component.close()
         for client in self.peers.values():

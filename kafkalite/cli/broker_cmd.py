@@ -1,10 +1,17 @@
-"""`kafkalite broker --config FILE [--override k=v ...]`: run one broker in this process."""
+"""`kafkalite broker [--config FILE] [--override k=v ...]`: run one broker in this process.
+
+Settings come from the file, then from KAFKALITE_CFG_<KEY> environment variables
+(KAFKALITE_CFG_BROKER_ID=1 is broker.id=1: upper case, "_" for "."), then from
+--override: the last word wins (what a container image needs: one file baked in, each
+broker's id and addresses from its environment). SIGTERM and SIGINT are a controlled
+shutdown (leaderships moved away first)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from kafkalite.config import ConfigError, load_config
@@ -12,14 +19,14 @@ from kafkalite.config import ConfigError, load_config
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("broker", help="run a broker process")
-    p.add_argument("--config", required=True, help="TOML or .properties file")
+    p.add_argument("--config", help="TOML or .properties file (optional when KAFKALITE_CFG_* variables or --override say enough)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)")
     p.set_defaults(func=run_broker)
 
 
 def run_broker(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config, args.override)
+        cfg = load_config(args.config, args.override, os.environ)
     except ConfigError as e:
         print(f"kafkalite broker: {e}", file=sys.stderr)
         return 2

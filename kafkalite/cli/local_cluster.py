@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 
+from kafkalite.cli.admin_client import console_for_tables
 from kafkalite.config import ConfigError, parse_overrides
 from kafkalite.testing.cluster import ClusterError, LocalCluster
 
 
 def _table(status: dict) -> None:
-    from rich.console import Console
+    """What runs where; printed whole when stdout is not a terminal (no "inter-b…" cells)."""
     from rich.table import Table
 
-    console = Console()
+    console = console_for_tables()
     zk = status["zookeeper"]
     console.print(f"ZooKeeper {zk['connect']} (pid {zk['pid']}) {'up' if zk['alive'] else '[red]down[/red]'}")
     t = Table("id", "pid", "client", "inter-broker", "admin", "rack", "alive", "registered", "controller")
@@ -71,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             print("  .venv/bin/kafkalite consume demo --from-beginning --max-messages 10")
             print("  .venv/bin/kafkalite consume demo --group readers --from-beginning --max-messages 10   # in a consumer group")
             print("  .venv/bin/kafkalite groups describe readers")
-            print(f"  kcat -b {boot} -L")
+            if shutil.which("kcat"):
+                print(f"  kcat -b {boot} -L")
+            else:
+                print(f"  kcat -b {boot} -L   # kcat is not installed: sudo apt-get install kcat (Debian/Ubuntu)")
             return 0
         c = LocalCluster.load(args.dir)
         if args.cmd == "status":

@@ -82,6 +82,9 @@ class LiveBroker:
     inter_broker_port: int = 0
     admin_port: int = 0
     rack: str | None = None
+    # Named client listeners (name, advertised host, port) when there are several: clients
+    # connected on listener NAME are told each broker's NAME address (Kafka's listeners).
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,27 @@ class Activated:
 @dataclass(frozen=True)
 class BrokersChanged:
     brokers: Mapping[int, LiveBroker]
+
+
+@dataclass(frozen=True)
+class BrokerProcessGone:
+    """Evidence, before its ZooKeeper session ends, that the process registered as
+    `broker_id` at `epoch` is gone: the controller's connection to it closed and connecting
+    again was refused, or another incarnation answers on its address (issue 13). The broker
+    is handled as failed at once; its registration, until the session expires, no longer
+    counts. Safe even if the evidence were wrong: the partitions it led get new leader
+    epochs, so a zombie can neither acknowledge a write nor shrink an ISR (seed section A)."""
+
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class BrokerProcessBack:
+    """The process of a registration declared gone answers again as that same registration
+    (the evidence was wrong): it counts again, handled as a broker that started."""
+
+    broker: LiveBroker
 
 
 @dataclass(frozen=True)
@@ -219,7 +243,7 @@ class BrokerAnswered:
 
 
 ControllerEvent = (
-    Activated | BrokersChanged | TopicsChanged | TopicsMarkedForDeletion | PreferredElectionZnode
+    Activated | BrokersChanged | BrokerProcessGone | BrokerProcessBack | TopicsChanged | TopicsMarkedForDeletion | PreferredElectionZnode
     | PreferredElectionRequested | AutoRebalanceDue | AlterIsrRequested | ControlledShutdownRequested
     | ReassignmentsChanged | PartitionsAddRequested | PartitionsRemoveRequested
 )
@@ -358,6 +382,9 @@ class Controller:
         self.epoch = 0
         self.active = False
         self.live: dict[int, LiveBroker] = {}
+        # Registrations whose process is known gone (BrokerProcessGone): broker -> epoch.
+        # Not live, though ZooKeeper still lists them until their session expires.
+        self.gone: dict[int, int] = {}
         self.topics: dict[str, Topic] = {}
         self.states: dict[TP, PartitionState] = {}
         self.shutting_down: set[int] = set()
@@ -414,7 +441,7 @@ class Controller:
         out = self.abort(ErrorCode.NOT_CONTROLLER)
         self.active = False
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
-        self.reassignments, self.throttle = {}, {}
+        self.reassignments, self.throttle, self.gone = {}, {}, {}
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -450,7 +477,19 @@ class Controller:
             case Activated():
                 yield from self._on_activated(event)
             case BrokersChanged(brokers=brokers):
-                yield from self._on_brokers_changed(brokers)
+                self.gone = {b: e for b, e in self.gone.items() if b in brokers and brokers[b].epoch == e}
+                yield from self._on_brokers_changed({b: v for b, v in brokers.items() if self.gone.get(b) != v.epoch})
+            case BrokerProcessGone(broker_id=bid, epoch=epoch):
+                if bid in self.live and self.live[bid].epoch == epoch:
+                    self.gone[bid] = epoch
+                    self._note(f"broker {bid} (epoch {epoch}) is gone: its connection closed and reconnecting failed; "
+                               "handled as failed before its ZooKeeper session ends")
+                    yield from self._on_brokers_changed({b: v for b, v in self.live.items() if b != bid})
+            case BrokerProcessBack(broker=broker):
+                if self.gone.get(broker.id) == broker.epoch and broker.id not in self.live:
+                    del self.gone[broker.id]
+                    self._note(f"broker {broker.id} (epoch {broker.epoch}) answers again: live")
+                    yield from self._on_brokers_changed({**self.live, broker.id: broker})
             case TopicsChanged():
                 yield from self._on_topics_changed(event)
             case TopicsMarkedForDeletion(topics=topics):
@@ -485,12 +524,18 @@ class Controller:
         return [(t, p) for t, topic in sorted(self.topics.items()) for p, replicas in sorted(topic.partitions.items())
                 if broker_id in replicas]
 
+    def registrations(self) -> dict[int, int]:
+        """broker -> epoch of every registration the controller knows of, live or gone: what
+        ZooKeeper lists while nothing changed there."""
+        return {**{b: lb.epoch for b, lb in self.live.items()}, **self.gone}
+
     def topics_to_load(self, present: Iterable[str]) -> list[str]:
         return sorted(t for t in present if t not in self.topics)
 
     def describe(self) -> dict[str, Any]:
         return {
             "active": self.active, "epoch": self.epoch, "live_brokers": sorted(self.live),
+            "gone_brokers": sorted(self.gone),
             "shutting_down": sorted(self.shutting_down), "partitions": len(self.states),
             "offline_partitions": sum(1 for st in self.states.values() if st.leader == NO_LEADER or st.leader not in self.live),
             "unclean_elections": self.unclean_elections,
@@ -530,6 +575,7 @@ class Controller:
         self.active = True
         self.epoch = ev.epoch
         self.live = dict(ev.brokers)
+        self.gone = {}
         self.topics = dict(ev.topics)
         self.states = {tp: st for tp, st in ev.states.items() if tp[0] in self.topics}
         self.shutting_down = set()
@@ -755,7 +801,7 @@ class Controller:
                                         tuple(b for b in replicas if b not in self.live))
                       for (t, p) in tps if (t, p) in self.states and (replicas := self._replicas_of((t, p)))
                       for st in [self.states[(t, p)]])
-        endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch)
+        endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch, b.endpoints)
                           for _, b in sorted(self.live.items()))
         configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
         for bid in brokers:

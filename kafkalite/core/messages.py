@@ -94,15 +94,30 @@ class BrokerEndpoint:
     admin_port: int
     rack: str | None
     epoch: int
+    # (listener name, host, port) of each named client listener, when the broker has more
+    # than one; `host`/`port` are the first one's. Sent only when non-empty.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
-        return {"id": self.id, "host": self.host, "port": self.port, "inter_broker_port": self.inter_broker_port,
-                "admin_port": self.admin_port, "rack": self.rack, "epoch": self.epoch}
+        out = {"id": self.id, "host": self.host, "port": self.port, "inter_broker_port": self.inter_broker_port,
+               "admin_port": self.admin_port, "rack": self.rack, "epoch": self.epoch}
+        if self.endpoints:
+            out["endpoints"] = [list(e) for e in self.endpoints]
+        return out
 
     @classmethod
     def from_wire(cls, b: Mapping[str, Any]) -> BrokerEndpoint:
         return cls(int(b["id"]), str(b["host"]), int(b["port"]), int(b["inter_broker_port"]), int(b["admin_port"]),
-                   None if b.get("rack") is None else str(b["rack"]), int(b["epoch"]))
+                   None if b.get("rack") is None else str(b["rack"]), int(b["epoch"]),
+                   tuple((str(n), str(h), int(p)) for n, h, p in b.get("endpoints") or ()))
+
+    def address_for(self, listener: str | None) -> tuple[str, int]:
+        """The address a client connected on `listener` must use (the first listener's when
+        this broker has no listener of that name)."""
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +32,11 @@ Handler = Callable[[dict[str, Any], memoryview], Awaitable[tuple[dict[str, Any],
 
 class RpcError(Exception):
     """The call could not be completed (connection lost, timed out, peer unreachable)."""
+
+
+class RpcConnectRefused(RpcError):
+    """Connecting was refused: nothing listens on the peer's address (its process is gone,
+    or not started yet)."""
 
 
 async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> bytes | None:
@@ -105,10 +112,11 @@ class RpcServer(StreamServer):
 class RpcClient:
     """A connection to one peer broker; reconnects lazily; every call has a deadline."""
 
-    def __init__(self, host: str, port: int, *, sender: int):
+    def __init__(self, host: str, port: int, *, sender: int, on_drop: Callable[[], None] | None = None):
         self.host = host
         self.port = port
         self.sender = sender
+        self.on_drop = on_drop  # called when an established connection ends (not on close())
         self._cids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._writer: asyncio.StreamWriter | None = None
@@ -131,6 +139,8 @@ class RpcClient:
                 raise RpcError("client closed")
             try:
                 reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+            except ConnectionRefusedError as e:
+                raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             except OSError as e:
                 raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             self._writer = writer
@@ -155,6 +165,8 @@ class RpcClient:
         finally:
             if self._writer is writer:
                 self._drop_connection(error)
+                if self.on_drop is not None and not self._closed:
+                    self.on_drop()
 
     def _drop_connection(self, error: Exception) -> None:
         writer, self._writer = self._writer, None
@@ -164,6 +176,23 @@ class RpcClient:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(error)
+
+    def peer_closed(self) -> bool:
+        """Whether the peer has already closed (or reset) the connection, as the kernel knows
+        it now, before the read loop has had its turn: a non-blocking peek at the socket."""
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return True
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+                return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # open, nothing to read
+        except OSError:
+            return True  # reset
 
     async def call(
         self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000

@@ -269,6 +269,16 @@ def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, in
     return sum(max(0, e - (start[tp] if tp in start else earliest.get(tp, e))) for tp, e in end.items())
 
 
+def skip_trigger(new_records: int, *, min_records: int | None, waited_ms: float, max_delay_ms: int,
+                 available_now: bool) -> bool:
+    """minOffsetsPerTrigger: a trigger with fewer new records than that is skipped (the
+    query waits) until maxTriggerDelay has passed since the last batch. Never under
+    Trigger.AvailableNow, which must not wait for data that may never come."""
+    if min_records is None or available_now:
+        return False
+    return new_records < min_records and waited_ms < max_delay_ms
+
+
 def plan_micro_batch(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
                      watermarks: Mapping[TopicPartition, Watermarks], *, fail_on_data_loss: bool,
                      min_partitions: int | None) -> Plan:

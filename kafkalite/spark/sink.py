@@ -103,10 +103,17 @@ def write_rows(options: SinkOptions, rows: Iterator) -> WrittenRows:
     return WrittenRows(count)
 
 
+def _checked(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+    sink = parse_sink_options(options)
+    check_schema(schema, sink)
+    if sink.topic is not None:
+        client.check_topic_writable(sink.bootstrap_servers, sink.client_config, sink.topic)
+    return sink
+
+
 class KafkaliteBatchWriter(DataSourceWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = parse_sink_options(options)
-        check_schema(schema, self.options)
+        self.options = _checked(options, schema)
 
     def write(self, iterator: Iterator) -> WriterCommitMessage:
         return write_rows(self.options, iterator)
@@ -121,8 +128,7 @@ class KafkaliteBatchWriter(DataSourceWriter):
 
 class KafkaliteStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = parse_sink_options(options)
-        check_schema(schema, self.options)
+        self.options = _checked(options, schema)
 
     def write(self, iterator: Iterator) -> WriterCommitMessage:
         return write_rows(self.options, iterator)

@@ -40,6 +40,7 @@ from kafkalite.spark.offsets import (
     plan_micro_batch,
     resolve_offsets,
     select_partitions,
+    skip_trigger,
     timestamp_requests,
 )
 from kafkalite.spark.options import GlobalTimestamp, SourceOptions, SpecificTimestamps, parse_source_options
@@ -108,7 +109,11 @@ def _range_partitions(plan: Plan, options: SourceOptions) -> list[InputPartition
 
 
 def _read(partition: InputPartition) -> Iterator:
-    assert isinstance(partition, RangePartition), partition
+    if not isinstance(partition, RangePartition):
+        # A plan without ranges (nothing to read): PySpark still runs one task, with a
+        # bare InputPartition(None).
+        assert partition.value is None, partition
+        return
     yield from client.read_range(partition.offset_range, partition.consumer_config,
                                  include_headers=partition.include_headers,
                                  fail_on_data_loss=partition.fail_on_data_loss,
@@ -219,20 +224,13 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         cap = offsets_from_dict(self._available_now) if self._available_now is not None else None
         end = next_end(begin, latest, earliest, max_rows=max_rows, cap=cap)
-        if self._waits_for_more(begin, end, earliest):
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000
+        if skip_trigger(backlog(begin, end, earliest), min_records=self.options.min_offsets_per_trigger,
+                        waited_ms=waited_ms, max_delay_ms=self.options.max_trigger_delay_ms,
+                        available_now=self._available_now is not None):
             return start
         self._last_trigger = time.monotonic()
         return offsets_to_dict(end)
-
-    def _waits_for_more(self, begin: dict, end: dict, earliest: dict) -> bool:
-        """minOffsetsPerTrigger: skip this trigger while fewer records are new, unless
-        maxTriggerDelay has passed since the last batch (or the query runs AvailableNow, which
-        must not wait for data that will never come)."""
-        wanted = self.options.min_offsets_per_trigger
-        if wanted is None or self._available_now is not None:
-            return False
-        waited_ms = (time.monotonic() - self._last_trigger) * 1000
-        return backlog(begin, end, earliest) < wanted and waited_ms < self.options.max_trigger_delay_ms
 
     def reportLatestOffset(self) -> dict | None:
         marks = self._current()

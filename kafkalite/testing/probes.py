@@ -84,3 +84,24 @@ def topic_fully_replicated(cluster, topic: str) -> bool:
 
 def wait_fully_replicated(cluster, topic: str, partitions: int, timeout_s: float = 60) -> None:
     wait_until(lambda: fully_replicated(cluster, topic, partitions), timeout_s, f"every {topic} partition to have its full ISR")
+
+
+def consumer_bytes_served(cluster, broker_id: int, topic: str) -> dict[str, float]:
+    """Consumer bytes this broker served for `topic` as leader and as follower, those of
+    them served to a client in its own rack, and the fetches it redirected to a preferred
+    read replica."""
+    out = {"leader": 0.0, "follower": 0.0, "same_rack": 0.0, "redirects": 0.0}
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = metrics_text(cluster.broker(broker_id)["admin_port"])
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("topic") != topic:
+                continue
+            if sample.name == "kafkalite_consumer_fetch_bytes_total":
+                out[sample.labels["served_as"]] += sample.value
+                if sample.labels["locality"] == "same_rack":
+                    out["same_rack"] += sample.value
+            elif sample.name == "kafkalite_preferred_read_replica_redirects_total":
+                out["redirects"] += sample.value
+    return out

@@ -303,6 +303,26 @@ class ZkAdapter:
         result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
         return result is None
 
+    def remove_gone_controller(self, broker_id: int, broker_epoch: int) -> bool:
+        """Delete /controller if it is held by the session of registration (broker_id,
+        broker_epoch), whose process was found gone (issue 13): a new controller is then
+        elected without waiting for that session to expire. Whether it was deleted. The
+        delete is conditional on the znode's version, so a controller elected meanwhile is
+        never removed; and were the process alive after all, it is fenced like any deposed
+        controller (its writes check the controller epoch)."""
+        registration = self.get(paths.broker_path(broker_id))
+        if registration is None or registration[1].czxid != broker_epoch:
+            return False  # that registration is gone already, and its /controller with it
+        existing = self.get(paths.controller_path())
+        if existing is None:
+            return False
+        data, stat = existing
+        info = codec.decode_controller_info(data, paths.controller_path())
+        if info.broker_id != broker_id or stat.ephemeralOwner != registration[1].ephemeralOwner:
+            return False
+        result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
+        return result is None
+
     def get_controller(self) -> ControllerInfo | None:
         existing = self.get(paths.controller_path())
         return None if existing is None else codec.decode_controller_info(existing[0], paths.controller_path())

@@ -36,6 +36,9 @@ class BrokerRegistration:
     inter_broker_port: int
     admin_port: int
     rack: str | None = None
+    # (listener name, advertised host, port) per client listener when there are several
+    # (Kafka's named listeners); written only then, so a one-listener znode keeps its layout.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,15 +147,16 @@ def _dumps(value: Any) -> bytes:
 
 
 def encode_broker_registration(reg: BrokerRegistration) -> bytes:
-    return _dumps(
-        {
-            "host": reg.host,
-            "port": reg.port,
-            "inter_broker_port": reg.inter_broker_port,
-            "admin_port": reg.admin_port,
-            "rack": reg.rack,
-        }
-    )
+    value: dict[str, Any] = {
+        "host": reg.host,
+        "port": reg.port,
+        "inter_broker_port": reg.inter_broker_port,
+        "admin_port": reg.admin_port,
+        "rack": reg.rack,
+    }
+    if reg.endpoints:
+        value["endpoints"] = [list(e) for e in reg.endpoints]
+    return _dumps(value)
 
 
 def _partition_map(value: dict[int, list[int]]) -> dict[str, list[int]]:
@@ -285,6 +289,11 @@ def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistrat
     rack = r.obj.get("rack")
     if rack is not None and not isinstance(rack, str):
         r.fail(f"rack must be a string or null, got {rack!r}")
+    raw_endpoints = r.obj.get("endpoints") or []
+    if not isinstance(raw_endpoints, list) or not all(
+            isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str) and isinstance(e[2], int)
+            for e in raw_endpoints):
+        r.fail(f"endpoints must be a list of [listener, host, port], got {raw_endpoints!r}")
     return BrokerRegistration(
         id=int(name),
         host=r.str("host"),
@@ -292,6 +301,7 @@ def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistrat
         inter_broker_port=r.int("inter_broker_port", 0),
         admin_port=r.int("admin_port", 0),
         rack=rack,
+        endpoints=tuple((n, h, p) for n, h, p in raw_endpoints),
     )
 
 

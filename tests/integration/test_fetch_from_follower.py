@@ -15,9 +15,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
-from kafkalite.testing.probes import metrics_text, wait_fully_replicated, wait_until
+from kafkalite.testing.probes import consumer_bytes_served as served
+from kafkalite.testing.probes import wait_fully_replicated, wait_until
 
 RACKS = ["a", "b", "c"]
 LEADER, RACK_B_FOLLOWER, RACK_C_FOLLOWER = 1, 2, 3
@@ -86,25 +86,6 @@ def consume(consumer: Consumer, count: int, seen: list[tuple[int, bytes]]) -> No
 def assert_every_offset_once_in_order(seen: list[tuple[int, bytes]], count: int) -> None:
     assert [offset for offset, _ in seen] == list(range(count))
     assert all(value == value_of(offset) for offset, value in seen)
-
-
-def served(cluster, broker_id: int, topic: str) -> dict[str, float]:
-    """Consumer bytes this broker served for `topic` as leader and as follower, those of
-    them served to a client in its own rack, and the fetches it redirected to a preferred
-    read replica."""
-    out = {"leader": 0.0, "follower": 0.0, "same_rack": 0.0, "redirects": 0.0}
-    text = metrics_text(cluster.broker(broker_id)["admin_port"])
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.labels.get("topic") != topic:
-                continue
-            if sample.name == "kafkalite_consumer_fetch_bytes_total":
-                out[sample.labels["served_as"]] += sample.value
-                if sample.labels["locality"] == "same_rack":
-                    out["same_rack"] += sample.value
-            elif sample.name == "kafkalite_preferred_read_replica_redirects_total":
-                out["redirects"] += sample.value
-    return out
 
 
 def test_rack_b_consumer_reads_from_the_rack_b_follower(cluster_factory):

@@ -15,7 +15,8 @@ from kafkalite.zk.client import ControllerElection
 from kafkalite.zk.errors import ZkConnectionLossError
 
 SETTINGS = {"unclean.leader.election.enable": False, "controller.enable": True, "controller.socket.timeout.ms": 1000,
-            "auto.leader.rebalance.enable": False, "leader.imbalance.per.broker.percentage": 10}
+            "auto.leader.rebalance.enable": False, "leader.imbalance.per.broker.percentage": 10,
+            "controller.process.watch.enable": True}
 
 
 class FlakyZk:

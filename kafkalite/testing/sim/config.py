@@ -66,6 +66,17 @@ class SimConfig:
     offsets_commit_timeout_ms: int = 400  # offsets.commit.timeout.ms
     offsets_load_chunk_records: int = 16  # records per RecordsLoaded (offsets.load.buffer.size)
 
+    # Issue 13: the controller's process watch (kafkalite.broker.broker_watch). A broker
+    # whose registration's process is gone (crashed, or restarted under a new epoch) is
+    # reported to the controller within process_watch_delay_ms_max, if the network between
+    # them is up (a cut link leaves no evidence); a paused one is not (no evidence either).
+    # A registration reported gone whose process answers again is reported back.
+    process_watch: bool = False
+    process_watch_delay_ms_max: int = 10
+    # Wrong evidence, to check safety against a zombie: per controller tick, a running
+    # broker is reported gone with this probability (until every fault is healed).
+    process_watch_false_evidence: float = 0.0
+
     # Controller failover elects away from ISR members that re-registered after the
     # partition state was written (kafkalite.core.controller, Controller._fence_bounced).
     failover_detects_bounced_brokers: bool = True

@@ -16,6 +16,12 @@ kafkalite/broker/controller.py does with kazoo and the RPC channel:
   change); a change is queued as an event, as a watch would queue it. The event reads the
   znodes when its turn comes. An admin-path event that cannot read or finish on ZooKeeper
   is tried again once it answers, as kafkalite.broker.controller retries it.
+- The process watch (issue 13, SimConfig.process_watch) is modelled from the simulation's
+  ground truth on every tick: a live registration whose process crashed or restarted under
+  another epoch, with the network between the two up, is reported gone after a random
+  delay; a gone registration whose process runs unpaused again is reported back. With
+  `process_watch_false_evidence`, a running broker is reported gone now and then (a
+  zombie, to check that the leader epochs keep it harmless).
 - WaitForAnswers (StopReplica(delete) answers before a partition's znodes go) holds the
   running event, and every event queued behind it, until the brokers answered over the
   simulated network or its deadline passed in virtual time, as the broker's driver awaits.
@@ -108,6 +114,7 @@ class SimControllerDriver:
         self._read_at: dict[str, int] = {prefix: -1 for prefix in zkm.WATCHED}
         self._wait_started_ms = 0
         self._running: core.ControllerEvent | None = None  # the event being handled (or last handled)
+        self._watch_reported: set[tuple[int, int, str]] = set()  # (broker, epoch, "gone"/"back") queued
 
     @property
     def active(self) -> bool:
@@ -208,14 +215,50 @@ class SimControllerDriver:
     def tick(self) -> None:
         if not self.broker.zk_reachable():
             return
-        if self.zk.live_brokers() != {b: lb.epoch for b, lb in self.core.live.items()}:
+        if self.zk.live_brokers() != self.core.registrations():
             self._enqueue_once(self.broker_change)
+        if self.broker.cfg.process_watch and self.core.active:
+            self._watch_processes()
         for prefix, make in ((zkm.REASSIGN, self.reassignment_change),
                              (zkm.partition_admin_prefix("add"), self.partitions_add_change),
                              (zkm.partition_admin_prefix("remove"), self.partitions_remove_change)):
             if self.zk.admin_changes[prefix] != self._read_at[prefix]:
                 self._read_at[prefix] = self.zk.admin_changes[prefix]  # fired; the event reads again
                 self._enqueue_once(make)
+
+    def _watch_processes(self) -> None:
+        cfg = self.broker.cfg
+        rng = self.sim.rng
+        for bid, lb in sorted(self.core.live.items()):
+            if bid == self.broker.id or self.sim.network.partitioned(self.broker.id, bid):
+                continue
+            other = self.sim.brokers[bid]
+            if not other.running or other.broker_epoch != lb.epoch:
+                self._report(bid, lb.epoch, "gone")
+            elif cfg.process_watch_false_evidence and self.sim.random_faults and \
+                    rng.random() < cfg.process_watch_false_evidence:
+                self.sim.trace_note(f"process watch of b{self.broker.id}: WRONG evidence that b{bid} is gone")
+                self._report(bid, lb.epoch, "gone")
+        for bid, epoch in sorted(self.core.gone.items()):
+            other = self.sim.brokers[bid]
+            if other.running and not other.paused and other.broker_epoch == epoch and \
+                    not self.sim.network.partitioned(self.broker.id, bid):
+                self._report(bid, epoch, "back")
+
+    def _report(self, bid: int, epoch: int, kind: str) -> None:
+        key = (bid, epoch, kind)
+        if key in self._watch_reported:
+            return
+        self._watch_reported.add(key)
+
+        def make() -> core.ControllerEvent | None:
+            self._watch_reported.discard(key)
+            if kind == "gone":
+                return core.BrokerProcessGone(bid, epoch)
+            return core.BrokerProcessBack(core.LiveBroker(bid, epoch)) if self.broker.zk_reachable() else None
+
+        delay = self.sim.rng.randint(1, self.broker.cfg.process_watch_delay_ms_max)
+        self.sim.node_after(self.broker.id, delay, f"process watch: b{bid} {kind}", lambda: self.enqueue(make))
 
     def _enqueue_once(self, make: Callable[[], core.ControllerEvent | None]) -> None:
         if make not in self.queue:

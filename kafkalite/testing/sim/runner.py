@@ -344,4 +344,9 @@ def config_for_seed(seed: int, base: SimConfig | None = None) -> SimConfig:
 
     base = base or SimConfig()
     brokers = max(base.brokers, 4) if seed % 4 >= 2 else base.brokers
-    return dataclasses.replace(base, flush_mode="random" if seed % 2 else "always", brokers=brokers)
+    # Issue 13: seeds 4..7 mod 8 run the controller's process watch, and 12..15 mod 16 feed
+    # it wrong evidence now and then (a running broker reported gone).
+    watch = base.process_watch or seed % 8 >= 4
+    false_evidence = base.process_watch_false_evidence or (0.002 if seed % 16 >= 12 else 0.0)
+    return dataclasses.replace(base, flush_mode="random" if seed % 2 else "always", brokers=brokers,
+                               process_watch=watch, process_watch_false_evidence=false_evidence)

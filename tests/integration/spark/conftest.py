@@ -1,5 +1,7 @@
-"""One 3-broker cluster (in its own ZooKeeper chroot) and one local SparkSession per test
-module of the Spark data source: starting either costs seconds."""
+"""One 3-broker cluster (in its own ZooKeeper chroot; brokers 1, 2, 3 in racks a, b, c with
+the rack-aware replica selector, so `kafka.client.rack` reads from the closest replica) and
+one local SparkSession per test module of the Spark data source: starting either costs
+seconds."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop
 
 pytest.importorskip("pyspark")
 
-BROKER = {"log.retention.check.interval.ms": 500}
+BROKER = {"log.retention.check.interval.ms": 500, "replica.selector.class": "RackAwareReplicaSelector"}
+RACKS = ["a", "b", "c"]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,8 @@ def spark_kafka(zk_server, tmp_path_factory):
     finally:
         stop_client(zk)
     ports = free_ports(9)
-    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, overrides={**TEST_BROKER_OVERRIDES, **BROKER},
+    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, racks=RACKS,
+                           overrides={**TEST_BROKER_OVERRIDES, **BROKER},
                            zk_connect=zk_server.connect_string + chroot,
                            ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
     try:

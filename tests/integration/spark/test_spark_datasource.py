@@ -133,3 +133,42 @@ def test_streaming_write_round_trip_with_available_now(spark, boot, tmp_path):
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
     query.awaitTermination(180)
     assert read(spark, boot, subscribe="streamed").count() == 300
+
+
+def test_a_missing_topic(spark, boot):
+    # Subscribing to a topic that does not exist reads nothing, as in Spark; assigning its
+    # partitions is an error naming the option (or skipped, with failOnDataLoss=false).
+    assert read(spark, boot, subscribe="no-such-topic").count() == 0
+    with pytest.raises(Exception) as info:
+        read(spark, boot, assign='{"no-such-topic":[0]}').collect()
+    assert "option 'assign'" in str(info.value) and "no-such-topic" in str(info.value)
+    assert read(spark, boot, assign='{"no-such-topic":[0]}', failOnDataLoss="false").count() == 0
+    # Writing to it fails at once on the driver, naming the topic, instead of each task
+    # waiting out the client's metadata timeout.
+    began = time.monotonic()
+    with pytest.raises(Exception) as info:
+        (spark.createDataFrame([("v",)], "value string").write.format("kafkalite")
+         .option("kafka.bootstrap.servers", boot).option("topic", "no-such-topic").mode("append").save())
+    assert "option 'topic'" in str(info.value) and "no-such-topic" in str(info.value)
+    print(f"\nwrite to a missing topic refused in {time.monotonic() - began:.1f} s")
+
+
+def test_client_rack_reads_from_the_closest_replica(spark, spark_kafka, boot):
+    """kafka.client.rack=b: the executors' consumers fetch from broker 2 (rack b), a follower
+    of a partition that broker 1 (rack a) leads (KIP-392)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkalite.testing.probes import consumer_bytes_served, wait_fully_replicated
+
+    admin = AdminClient({"bootstrap.servers": boot})
+    for future in admin.create_topics([NewTopic("racked", num_partitions=1, replication_factor=-1,
+                                                replica_assignment=[[1, 2, 3]])]).values():
+        future.result(timeout=30)
+    acked = produce(boot, "racked", 200, partitions=1)
+    wait_fully_replicated(spark_kafka, "racked", 1)
+    before = consumer_bytes_served(spark_kafka, 2, "racked")
+    rows = read(spark, boot, subscribe="racked", **{"kafka.client.rack": "b"}).collect()
+    assert len(rows) == len(acked)
+    after = consumer_bytes_served(spark_kafka, 2, "racked")
+    assert after["follower"] > before["follower"]
+    assert consumer_bytes_served(spark_kafka, 1, "racked")["leader"] == 0  # the leader served no records

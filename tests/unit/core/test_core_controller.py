@@ -141,6 +141,56 @@ def test_a_dead_leader_is_replaced_at_a_new_epoch_and_everyone_hears():
     assert any(m.offline == (1,) for um in run.to(3, UpdateMetadata) for m in um.partitions)
 
 
+def test_a_gone_process_is_handled_as_failed_before_its_session_ends_and_its_registration_no_longer_counts():
+    """Issue 13: the controller's connection to broker 1 closed and reconnecting was
+    refused. Broker 1 is failed at once (new leaders at new epochs), and the BrokersChanged
+    events that still list its registration (until the session expires) do not bring it
+    back; its next incarnation (a new epoch) does."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.BrokerProcessGone(1, 10))
+    assert zk.nodes[T0] == PartitionState(2, 1, (2, 3), 1, 2)
+    assert sorted(ctrl.live) == [2, 3] and ctrl.registrations() == {1: 10, 2: 20, 3: 30}
+    assert run.to(1, LeaderAndIsr) == [] and run.to(2, LeaderAndIsr)
+    assert any("is gone" in n for n in run.notes)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))  # its registration is still there
+    assert sorted(ctrl.live) == [2, 3] and run.sends == [] and zk.nodes[T0].leader == 2
+    # stale evidence (an older epoch, or a broker already failed) changes nothing
+    assert drive(ctrl, zk, core.BrokerProcessGone(2, 19)).sends == []
+    assert drive(ctrl, zk, core.BrokerProcessGone(1, 10)).sends == []
+    # the session expired (the registration went), then the restarted broker registered
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert ctrl.gone == {}
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 11})))
+    assert sorted(ctrl.live) == [1, 2, 3] and run.to(1, LeaderAndIsr)[0].init
+
+
+def test_a_restarted_broker_registering_while_its_old_registration_is_gone_is_a_start():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.BrokerProcessGone(1, 10))
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 11})))  # expired and re-registered at once
+    assert ctrl.live[1].epoch == 11 and ctrl.gone == {}
+    assert run.to(1, LeaderAndIsr)[0].init and zk.nodes[T0].leader == 2
+
+
+def test_wrong_evidence_fences_the_zombie_and_it_comes_back_when_it_answers():
+    """Were the evidence wrong (broker 1 alive), it is still safe: its partitions moved at
+    new leader epochs, and its AlterIsr is refused (not live); when it answers again as
+    the same registration it is live again, told everything with init."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.BrokerProcessGone(1, 10))
+    proposal = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1,), 0),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(proposal, "reply"))
+    assert run.answers[0].response.error == ErrorCode.STALE_BROKER_EPOCH
+    assert zk.nodes[T0].leader == 2
+    run = drive(ctrl, zk, core.BrokerProcessBack(core.LiveBroker(1, 10)))
+    assert sorted(ctrl.live) == [1, 2, 3] and ctrl.gone == {}
+    assert run.to(1, LeaderAndIsr)[0].init
+    assert drive(ctrl, zk, core.BrokerProcessBack(core.LiveBroker(1, 10))).sends == []  # once
+
+
 def test_a_bounced_broker_is_handled_as_failed_then_started():
     zk = Znodes()
     ctrl, _ = active(zk)

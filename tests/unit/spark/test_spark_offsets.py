@@ -21,6 +21,7 @@ from kafkalite.spark.offsets import (
     rate_limit,
     resolve_offsets,
     select_partitions,
+    skip_trigger,
     split_ranges,
     timestamp_requests,
 )
@@ -193,3 +194,12 @@ def test_plan_micro_batch_reads_new_partitions_and_reports_loss_per_fail_on_data
         plan_micro_batch({("t", 1): 20}, {("t", 1): 45}, marks, fail_on_data_loss=True, min_partitions=None)
     assert plan_micro_batch({("t", 0): 0}, {("t", 0): 100}, marks, fail_on_data_loss=True, min_partitions=4).ranges == \
         (OffsetRange("t", 0, 0, 25), OffsetRange("t", 0, 25, 50), OffsetRange("t", 0, 50, 75), OffsetRange("t", 0, 75, 100))
+
+
+def test_min_offsets_per_trigger_waits_at_most_max_trigger_delay():
+    wait = dict(min_records=100, max_delay_ms=30_000, available_now=False)
+    assert skip_trigger(99, waited_ms=1_000, **wait)
+    assert not skip_trigger(100, waited_ms=1_000, **wait)
+    assert not skip_trigger(1, waited_ms=30_000, **wait)
+    assert not skip_trigger(0, waited_ms=0, min_records=None, max_delay_ms=30_000, available_now=False)
+    assert not skip_trigger(1, waited_ms=0, min_records=100, max_delay_ms=30_000, available_now=True)

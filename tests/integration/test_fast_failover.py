@@ -1,0 +1,130 @@
+"""Failure detection well under the ZooKeeper session (issue 13), on real processes.
+
+The controller watches each live broker's process: a process killed with SIGKILL closes
+its connections at once and refuses new ones, so the controller fails it and elects new
+leaders while ZooKeeper still lists its registration (here the session is 10 s, so the
+difference cannot be a matter of luck). A paused process (SIGSTOP) leaves no such evidence
+and keeps its leaderships; a broker killed and restarted at once rejoins every ISR.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.testing.fixtures import start_client, stop_client
+from kafkalite.testing.probes import partition_view, wait_fully_replicated, wait_until
+
+SESSION = {"zookeeper.session.timeout.ms": 10_000}
+TOPIC = "ff"
+
+
+def setup(cluster, partitions: int = 3) -> str:
+    boot = cluster.status()["bootstrap"]
+    admin = AdminClient({"bootstrap.servers": boot})
+    for f in admin.create_topics([NewTopic(TOPIC, num_partitions=partitions, replication_factor=3,
+                                           config={"min.insync.replicas": "2"})]).values():
+        f.result(timeout=30)
+    wait_fully_replicated(cluster, TOPIC, partitions)
+    return boot
+
+
+def controller_of(cluster) -> int:
+    return wait_until(lambda: next((b["id"] for b in cluster.status()["brokers"] if b.get("controller")), None), 30,
+                      "a controller")
+
+
+def victim_leading(cluster, partitions: int) -> tuple[int, int]:
+    """A partition led by a broker that is not the controller, and that broker."""
+    ctrl = controller_of(cluster)
+    for p in range(partitions):
+        leader = partition_view(cluster, TOPIC, p)["leader"]
+        if leader != ctrl:
+            return p, leader
+    raise AssertionError("the controller leads every partition")
+
+
+def produce_one(boot: str, partition: int) -> None:
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 60_000})
+    errors = []
+    p.produce(TOPIC, value=b"x", partition=partition, on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(60) == 0 and errors == []
+
+
+def test_a_killed_leader_is_replaced_while_its_registration_is_still_in_zookeeper(cluster_factory, zk_connect):
+    cluster = cluster_factory(3, overrides=SESSION)
+    boot = setup(cluster)
+    partition, victim = victim_leading(cluster, 3)
+    zk = start_client(zk_connect)
+    try:
+        cluster.kill(victim)
+        killed = time.monotonic()
+        view = wait_until(lambda: (v := partition_view(cluster, TOPIC, partition)) and v["leader"] not in (victim, -1) and v,
+                          30, "a new leader")
+        elected_s = time.monotonic() - killed
+        still_registered = zk.exists(f"/brokers/ids/{victim}") is not None
+    finally:
+        stop_client(zk)
+    print(f"\nbroker {victim} killed: {TOPIC}-{partition} led by {view['leader']} after {elected_s:.2f} s, "
+          f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
+    assert still_registered, "the new leader came only with the session expiry"
+    assert victim not in view["isr"]
+    produce_one(boot, partition)  # acks=all with min.insync 2: the two live replicas
+    cluster.start(victim)
+    wait_fully_replicated(cluster, TOPIC, 3)
+
+
+def test_a_paused_leader_keeps_its_leaderships(cluster_factory):
+    cluster = cluster_factory(3, overrides=SESSION)
+    setup(cluster)
+    partition, victim = victim_leading(cluster, 3)
+    before = partition_view(cluster, TOPIC, partition)
+    cluster.kill(victim, "STOP")
+    try:
+        time.sleep(2.0)  # a long stall, well under the session
+    finally:
+        cluster.kill(victim, "CONT")
+    time.sleep(1.0)  # anything the pause caused has had time to happen
+    after = partition_view(cluster, TOPIC, partition)
+    assert (after["leader"], after["leader_epoch"]) == (before["leader"], before["leader_epoch"])
+
+
+def test_a_broker_killed_and_restarted_at_once_rejoins_every_isr(cluster_factory):
+    cluster = cluster_factory(3)
+    boot = setup(cluster)
+    _, victim = victim_leading(cluster, 3)
+    cluster.kill(victim)
+    cluster.start(victim)
+    wait_fully_replicated(cluster, TOPIC, 3, timeout_s=60)
+    for p in range(3):
+        produce_one(boot, p)
+
+
+def test_a_killed_controller_is_replaced_and_its_partitions_failed_over_before_its_session_ends(cluster_factory,
+                                                                                                zk_connect):
+    """The other brokers watch the controller's process: when it is gone they remove
+    /controller for it, a new controller is elected, and its own watch fails the dead
+    broker's partitions over, all while ZooKeeper still lists the dead registration."""
+    cluster = cluster_factory(3, overrides=SESSION)
+    boot = setup(cluster)
+    victim = controller_of(cluster)
+    led = [p for p in range(3) if partition_view(cluster, TOPIC, p)["leader"] == victim]
+    assert led, "the controller leads a partition (it led them all when they were created)"
+    zk = start_client(zk_connect)
+    try:
+        cluster.kill(victim)
+        killed = time.monotonic()
+        new = wait_until(lambda: (c := controller_of(cluster)) != victim and c, 30, "a new controller")
+        wait_until(lambda: all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led), 30,
+                   "new leaders for the dead controller's partitions")
+        took_s = time.monotonic() - killed
+        still_registered = zk.exists(f"/brokers/ids/{victim}") is not None
+    finally:
+        stop_client(zk)
+    print(f"\ncontroller {victim} killed: broker {new} controls and {len(led)} partitions moved after {took_s:.2f} s, "
+          f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
+    assert still_registered, "the failover came only with the session expiry"
+    for p in led:
+        produce_one(boot, p)
