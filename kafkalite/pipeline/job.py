@@ -244,12 +244,16 @@ class WindowSink:
         self.output_topic = config.output_topic
 
     def __call__(self, windows, batch_id: int) -> None:
-        windows = windows.persist()
+        windows = windows.persist()  # computed once (the stateful step), then written twice
         try:
             if windows.isEmpty():
                 return
-            windows.write.mode("overwrite").parquet(os.path.join(self.parquet_dir, f"{BATCH_PARTITION}={batch_id}"))
-            (window_records(windows).write.format("kafkalite").option("kafka.bootstrap.servers", self.bootstrap)
+            # A micro-batch emits a few rows per closed window: one partition to write, so one
+            # Parquet file and one producer per batch (each task of a write costs a producer
+            # and a flush). Coalescing after the cache leaves the aggregation's parallelism be.
+            rows = windows.coalesce(1)
+            rows.write.mode("overwrite").parquet(os.path.join(self.parquet_dir, f"{BATCH_PARTITION}={batch_id}"))
+            (window_records(rows).write.format("kafkalite").option("kafka.bootstrap.servers", self.bootstrap)
              .option("topic", self.output_topic).mode("append").save())
         finally:
             windows.unpersist()
