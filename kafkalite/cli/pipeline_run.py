@@ -174,6 +174,8 @@ def run_results(args: argparse.Namespace) -> int:
     if not directory.is_dir() or not any(p.name.startswith("batch=") for p in directory.iterdir()):
         return fail("pipeline results", f"no pipeline results in {args.parquet}")
     rows = read_results(str(directory))
+    if not rows:
+        return fail("pipeline results", f"no window rows in {args.parquet}")
     if args.last is not None:
         starts = sorted({r["window_start"] for r in rows})[-args.last:]
         rows = [r for r in rows if r["window_start"] >= starts[0]]
