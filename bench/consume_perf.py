@@ -44,11 +44,13 @@ def prefill(args: argparse.Namespace, boot: str) -> None:
     print(f"# prefilled {r.records} records ({r.records_per_s:.0f} records/s)", file=sys.stderr)
 
 
-def consume(boot: str, topic: str, num_records: int, max_seconds: float) -> dict:
+def consume(boot: str, topic: str, num_records: int, max_seconds: float, extra: dict | None = None) -> dict:
+    """`extra`: more consumer configuration (bench/spark_read.py gives its baseline the
+    fetch settings of the Spark source's consumers)."""
     consumer = Consumer({
         "bootstrap.servers": boot, "group.id": "kafkalite-consume-perf", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "fetch.max.bytes": 50 * MB, "max.partition.fetch.bytes": 10 * MB,
-        "queued.max.messages.kbytes": 256 * 1024, "enable.partition.eof": False,
+        "queued.max.messages.kbytes": 256 * 1024, "enable.partition.eof": False, **(extra or {}),
     })
     try:
         meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
@@ -64,7 +66,8 @@ def consume(boot: str, topic: str, num_records: int, max_seconds: float) -> dict
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         deadline = start + max_seconds
         while records < num_records and time.perf_counter() < deadline:
-            for msg in consumer.consume(CONSUME_BATCH, timeout=POLL_TIMEOUT_S):
+            # No more than are still wanted: consume() waits out its timeout for a count that never comes.
+            for msg in consumer.consume(min(CONSUME_BATCH, num_records - records), timeout=POLL_TIMEOUT_S):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

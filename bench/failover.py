@@ -15,6 +15,15 @@ topic, waits for full ISRs, then:
     .venv/bin/python bench/failover.py --partitions 1 1000 10000
 
 Prints one row per partition count. Bounded: every wait has a deadline.
+
+`--leader-kill --runs 5` measures what a client sees instead (issue 13), on one cluster with
+the shipped defaults: a confluent-kafka producer (acks=all, idempotent) writes a record to
+partition 0 of a 6-partition RF 3 topic (min.insync.replicas 2) every 2 ms; the leader of
+partition 0 is killed with SIGKILL; the figure is the time from the kill to the first
+acknowledgement of a record produced after it. The victim restarts and every ISR is full
+again before the next run. `--victim controller` kills the controller when it leads
+partition 0 (made so by a preferred election if needed), `--victim other` a broker that is
+not the controller, `--victim any` (default) whoever leads it.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -188,11 +198,109 @@ def run(partitions: int, workdir: str) -> dict:
     return out
 
 
+LEADER_KILL_PARTITIONS = 6
+PRODUCE_INTERVAL_S = 0.002
+
+
+def _ack_after_kill(cluster: LocalCluster, boot: str, partition: int, victim: int) -> tuple[float, int]:
+    """Produce to `partition` every 2 ms, kill `victim` after 1 s: seconds from the kill to
+    the first acknowledgement of a record produced after it, and the delivery errors."""
+    from confluent_kafka import Producer
+
+    acked: list[tuple[float, float]] = []  # (produced at, acknowledged at)
+    errors: list = []
+    producer = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+
+    def produce_now() -> None:
+        sent = time.monotonic()
+        producer.produce(TOPIC, value=b"x", partition=partition,
+                         on_delivery=lambda err, msg: errors.append(err) if err else acked.append((sent, time.monotonic())))
+        producer.poll(0)
+
+    warm_until = time.monotonic() + 1.0
+    while time.monotonic() < warm_until:
+        produce_now()
+        time.sleep(PRODUCE_INTERVAL_S)
+    killed_at = time.monotonic()
+    cluster.kill(victim, "KILL")
+    first_after = None
+    deadline = killed_at + 60
+    while first_after is None and time.monotonic() < deadline:
+        produce_now()
+        time.sleep(PRODUCE_INTERVAL_S)
+        first_after = next((a for s, a in acked if s >= killed_at), None)
+    producer.flush(60)
+    if first_after is None:
+        raise TimeoutError("no acknowledgement within 60 s of the kill")
+    return first_after - killed_at, len(errors)
+
+
+def leader_kill(runs: int, victim_kind: str, workdir: str, overrides: dict | None = None) -> list[dict]:
+    """Kill -9 of partition 0's leader `runs` times: kill -> first acks=all ack of a record
+    produced after the kill, as a librdkafka producer sees it."""
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import NewTopic
+
+    ports = free_ports(10)
+    cluster = LocalCluster(os.path.join(workdir, "leader-kill"), brokers=3, zk_port=ports[-1],
+                           ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)],
+                           overrides={"log.level": "INFO", **(overrides or {})})
+    results: list[dict] = []
+    try:
+        status = cluster.up()
+        boot = status["bootstrap"]
+        kadmin = KafkaAdmin({"bootstrap.servers": boot})
+        for f in kadmin.create_topics([NewTopic(TOPIC, LEADER_KILL_PARTITIONS, 3,
+                                                config={"min.insync.replicas": "2"})]).values():
+            f.result(60)
+        admin = AdminClient(boot, request_timeout_ms=60000)
+        wait_for(lambda: fully_replicated(admin, LEADER_KILL_PARTITIONS), DEADLINE_S, "topic fully replicated", 0.2)
+        for run_no in range(runs):
+            admin.elect_preferred_leaders(None)
+            time.sleep(1.0)
+            controller = admin.metadata().controller_id
+            leader = leaders(admin)[0][0]
+            if victim_kind == "controller" and leader != controller:
+                raise SystemExit("--victim controller: partition 0 is not led by the controller; try --victim any")
+            if victim_kind == "other" and leader == controller:
+                partition_leaders = leaders(admin)
+                other = next((p for p, (ldr, _, _) in sorted(partition_leaders.items()) if ldr != controller), None)
+                if other is None:
+                    raise SystemExit("the controller leads every partition")
+                leader, partition = partition_leaders[other][0], other
+            else:
+                partition = 0
+            first_after, errors = _ack_after_kill(cluster, boot, partition, leader)
+            results.append({"run": run_no + 1, "victim": leader, "victim_was_controller": leader == controller,
+                            "partition": partition, "failover_s": first_after, "errors": errors})
+            print(f"run {run_no + 1}: killed broker {leader}{' (controller)' if leader == controller else ''}, leader of "
+                  f"{TOPIC}-{partition}: first acks=all ack of a record produced after the kill {first_after:.3f} s "
+                  f"later ({errors} delivery errors)", flush=True)
+            cluster.start(leader)
+            wait_for(lambda: fully_replicated(admin, LEADER_KILL_PARTITIONS), DEADLINE_S, "ISR full again", 0.2)
+        admin.close()
+    finally:
+        cluster.down()
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="broker failover and controlled shutdown timings")
     ap.add_argument("--partitions", type=int, nargs="+", default=[1, 1000, 10000])
     ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    ap.add_argument("--leader-kill", action="store_true", help="kill -9 of a partition leader under a producer, --runs times")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--victim", choices=("any", "other", "controller"), default="any")
+    ap.add_argument("--no-process-watch", action="store_true",
+                    help="controller.process.watch.enable=false: failover only at session expiry (the old behaviour)")
     args = ap.parse_args()
+    if args.leader_kill:
+        overrides = {"controller.process.watch.enable": False} if args.no_process_watch else {}
+        results = leader_kill(args.runs, args.victim, args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-"), overrides)
+        times = sorted(r["failover_s"] for r in results)
+        print(f"kill -9 -> first acks=all ack after it, {len(times)} runs: median {statistics.median(times):.3f} s, "
+              f"max {times[-1]:.3f} s, min {times[0]:.3f} s")
+        return 0
     workdir = args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-")
     print(f"{'partitions':>10} {'create':>8} {'led':>6} {'expiry':>8} {'failover':>9} {'led@TERM':>9} {'moved':>8} {'exited':>8}")
     for n in args.partitions:

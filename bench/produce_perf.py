@@ -132,6 +132,7 @@ class Result:
     p95_ms: float
     p99_ms: float
     max_ms: float
+    p999_ms: float
     capped: bool  # stopped by --max-seconds before --num-records
 
 
@@ -142,9 +143,9 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, acks: str, max_seconds: float,
-                 label: str, throughput: float = -1, extra: dict | None = None) -> Result:
+                 label: str, throughput: float = -1, extra: dict | None = None, linger_ms: float = 5) -> Result:
     config = {
-        "bootstrap.servers": boot, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
+        "bootstrap.servers": boot, "acks": acks, "linger.ms": linger_ms, "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
         "enable.idempotence": acks == "all", "message.timeout.ms": int((max_seconds + FLUSH_GRACE_S) * 1000),
     }
@@ -205,19 +206,20 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
                   records_per_s=len(latencies) / elapsed, mb_per_s=len(latencies) * record_size / MB / elapsed,
                   p50_ms=percentile(latencies, 0.50) * ms, p95_ms=percentile(latencies, 0.95) * ms,
                   p99_ms=percentile(latencies, 0.99) * ms, max_ms=(latencies[-1] if latencies else float("nan")) * ms,
-                  capped=capped)
+                  p999_ms=percentile(latencies, 0.999) * ms, capped=capped)
 
 
 # -- output -------------------------------------------------------------------------------
 
-HEADER = f"{'scenario':<34} {'records':>9} {'records/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+HEADER = (f"{'scenario':<34} {'records':>9} {'records/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+          f"{'p999 ms':>8} {'max ms':>8}")
 
 
 def row(r: Result) -> str:
     note = " (time cap)" if r.capped else ""
     note += f" ({r.failed} failed)" if r.failed else ""
     return (f"{r.label:<34} {r.records:>9} {r.records_per_s:>10.0f} {r.mb_per_s:>7.2f} {r.p50_ms:>8.1f} "
-            f"{r.p95_ms:>8.1f} {r.p99_ms:>8.1f} {r.max_ms:>8.1f}{note}")
+            f"{r.p95_ms:>8.1f} {r.p99_ms:>8.1f} {r.p999_ms:>8.1f} {r.max_ms:>8.1f}{note}")
 
 
 def single(args: argparse.Namespace, boot: str) -> list[Result]:
@@ -225,7 +227,8 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
     ensure_topic(boot, args.topic, args.partitions, rf, args.min_insync_replicas)
     label = f"{args.topic} acks={args.acks}"
     return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
-                         acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput)]
+                         acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
+                         linger_ms=args.linger_ms)]
 
 
 COMPARE_SCENARIOS = (
@@ -253,7 +256,8 @@ def compare(args: argparse.Namespace, boot: str) -> list[Result]:
     for round_index in range(args.repeat):
         for i, (label, _rf, _min_isr, acks) in enumerate(COMPARE_SCENARIOS):
             r = run_producer(boot, topics[i], num_records=args.num_records, record_size=args.record_size,
-                             acks=acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput)
+                             acks=acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
+                             linger_ms=args.linger_ms)
             runs[i].append(r)
             print(f"round {round_index + 1}: {row(r)}", file=sys.stderr)
     return [sorted(rs, key=lambda r: r.records_per_s)[len(rs) // 2] for rs in runs]
@@ -274,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="stop producing after this long (per scenario)")
     parser.add_argument("--throughput", type=float, default=-1,
                         help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
+    parser.add_argument("--linger-ms", type=float, default=5,
+                        help="librdkafka linger.ms (default 5; 0 sends each record at once: small-batch latency)")
     parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")

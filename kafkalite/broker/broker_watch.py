@@ -3,6 +3,10 @@ its ZooKeeper session expires. Verdicts come from kafkalite.core.process_watch; 
 only connects and pings.
 
 - The controller watches every live broker (ProcessWatches) and fails one found gone.
+- Every broker watches its peers too (ProcessWatches), and until the controller's update
+  arrives answers Metadata as if a peer found gone had departed (MetadataCache.mark_gone):
+  a client that asks right after a leader died is told "leader not available" and asks
+  again soon, rather than waiting on the dead leader until its next periodic refresh.
 - Every other broker watches the controller (ControllerWatch) and, when its process is
   gone, removes /controller for it, so a new controller is elected at once.
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.core.process_watch import PingAnswer, ProcessWatchState, Verdict
@@ -37,11 +41,22 @@ class ProcessWatch:
         self.state = ProcessWatchState(broker_id, epoch)
         self.address = (host, port)
         self._dropped = asyncio.Event()
-        self._client = RpcClient(host, port, sender=sender, on_drop=self._dropped.set)
+        # Set while a verdict stands (connected and answered as this process, or gone); clear
+        # from the moment the connection ends until the next verdict.
+        self.settled = asyncio.Event()
+        self._client = RpcClient(host, port, sender=sender, on_drop=self._on_drop)
         self._on_gone = on_gone
         self._on_back = on_back
         self._tasks: set[asyncio.Task] = set()
         spawn(self._run(), name=f"process-watch-{broker_id}", owner=self._tasks)
+
+    def connection_closed(self) -> bool:
+        """Whether the kernel already knows the watched connection closed (RpcClient.peer_closed)."""
+        return self._client.peer_closed()
+
+    def _on_drop(self) -> None:
+        self.settled.clear()
+        self._dropped.set()
 
     async def _ping(self) -> PingAnswer | str:
         try:
@@ -70,6 +85,8 @@ class ProcessWatch:
                 gone = False
                 log.info("broker %d (epoch %d) answers again", st.broker_id, st.epoch)
                 self._on_back(st.broker_id, st.epoch)
+            if verdict is not Verdict.UNKNOWN or gone:
+                self.settled.set()
             if verdict is Verdict.ALIVE:
                 await self._dropped.wait()  # connected and healthy: nothing to do until it ends
             else:
@@ -90,6 +107,17 @@ class ProcessWatches:
         self.watches: dict[int, ProcessWatch] = {}
         self._closing: set[asyncio.Task] = set()
 
+    def follow(self, live: Mapping[int, tuple[int, str, int]], gone: Mapping[int, int]) -> None:
+        """Watch the `live` registrations (broker -> (epoch, host, inter-broker port)) at
+        their address, and the `gone` ones (broker -> epoch) where they were watched, to
+        hear if they answer again."""
+        wanted = dict(live)
+        for bid, epoch in gone.items():
+            watch = self.watches.get(bid)
+            if watch is not None and watch.state.epoch == epoch:
+                wanted[bid] = (epoch, *watch.address)
+        self.sync(wanted)
+
     def sync(self, registrations: dict[int, tuple[int, str, int]]) -> None:
         """Watch exactly these registrations: broker -> (epoch, host, inter-broker port)."""
         for bid, watch in list(self.watches.items()):
@@ -101,6 +129,21 @@ class ProcessWatches:
             if bid != self.own_id and bid not in self.watches:
                 self.watches[bid] = ProcessWatch(bid, epoch, host, port, sender=self.own_id, on_gone=self.on_gone,
                                                  on_back=self.on_back)
+
+    async def settled(self, broker_ids: Iterable[int], timeout_s: float) -> None:
+        """Until every watch of these brokers whose connection just ended has its verdict
+        again (bounded): a Metadata answer waits for it rather than name a dead leader."""
+        watches = [w for b in broker_ids if (w := self.watches.get(b)) is not None]
+        for w in watches:  # the kernel may know of a closed connection before the read loop does
+            if w.settled.is_set() and w.state.incarnation is not None and w.connection_closed():
+                w.settled.clear()
+        pending = [w.settled.wait() for w in watches if not w.settled.is_set()]
+        if pending:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*pending)
+            except TimeoutError:
+                pass
 
     async def close(self) -> None:
         for watch in list(self.watches.values()):

@@ -106,7 +106,7 @@ class ClientListener(StreamServer):
             log.warning("closing %s: unsupported request (%s)", peer, e)
             return None
         except KafkaliteError as e:
-            log.warning("closing %s: malformed request (%s)", peer, e)
+            log.warning("closing %s: malformed request (%s); first bytes %s", peer, e, frame[:48].hex())
             return None
         self.broker.metrics.request(ApiKey(header.api_key).name)
         address = peer[0] if isinstance(peer, tuple) and peer else ""

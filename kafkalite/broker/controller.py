@@ -401,12 +401,8 @@ class Controller:
         if not self.core.active:
             self.watches.sync({})
             return
-        wanted = {b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in self.core.live.items()}
-        for bid, epoch in self.core.gone.items():
-            watch = self.watches.watches.get(bid)
-            if watch is not None and watch.state.epoch == epoch:
-                wanted[bid] = (epoch, *watch.address)
-        self.watches.sync(wanted)
+        self.watches.follow({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in self.core.live.items()},
+                            self.core.gone)
 
     async def close(self) -> None:
         await cancel_and_wait([self._task, self._rebalance_task])

@@ -67,6 +67,7 @@ class InterBrokerHandlers:
         for b in self.broker.metadata_cache.brokers.values():
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
         self.rm.apply_topic_configs(h.get("topic_configs") or {})
+        self.broker.follow_peers()
         self.broker.metadata_updates.notify()
         return {"error": 0}, b""
 

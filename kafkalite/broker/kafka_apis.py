@@ -64,6 +64,11 @@ def topic_name_error(name: Any) -> str | None:
     return None
 
 
+WATCH_SETTLE_WAIT_S = 0.1  # a peer watch's verdict after its connection ended (a reconnect on loopback)
+GONE_LEADER_WAIT_S = 0.5  # the controller's update after a leader's process is found gone
+DEPARTED_LISTED_S = 10.0  # Metadata lists a departed broker this long (MetadataCache.listed_brokers)
+
+
 class KafkaApis:
     def __init__(self, broker: Broker):
         self.broker = broker
@@ -95,6 +100,7 @@ class KafkaApis:
             if missing:
                 await self._create_topics([TopicSpec(n, self.settings["num.partitions"], self.settings["default.replication.factor"], {}, {})
                                            for n in missing], 0)
+        await self._settle_leaders(names)
         topics = []
         for name in names:
             err = topic_name_error(name)
@@ -117,9 +123,28 @@ class KafkaApis:
             topics.append({"error_code": 0, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": plist})
         listener = current_listener.get()
         brokers = [{"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack}
-                   for b in sorted(cache.brokers.values(), key=lambda b: b.id) for address in [b.address_for(listener)]]
+                   for b in cache.listed_brokers(DEPARTED_LISTED_S) for address in [b.address_for(listener)]]
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
                 "controller_id": cache.controller_id, "topics": topics}
+
+    async def _settle_leaders(self, names: list[str]) -> None:
+        """Issue 13: a client asks for metadata the moment its connection to a leader
+        breaks, which is the moment this broker's watch of that leader hears of it too. Let
+        the watch finish its verdict (a reconnect, milliseconds), and when the leader is
+        gone, wait (bounded) for the controller's update naming a new one: the client then
+        learns the new leader in this answer, not at its next periodic refresh a second
+        later."""
+        watches = self.broker.peer_watches
+        if watches is None:
+            return
+        cache = self.cache
+
+        def leaders() -> set[int]:
+            return {m.leader for n in names for m in cache.topics.get(n, {}).values() if m.leader >= 0}
+
+        await watches.settled(leaders(), WATCH_SETTLE_WAIT_S)
+        if leaders() & set(cache.gone):
+            await self.broker.metadata_updates.wait_until(lambda: not leaders() & set(cache.gone), GONE_LEADER_WAIT_S)
 
     # -- Produce ------------------------------------------------------------------------
     async def produce(self, header: RequestHeader, body: dict) -> dict | None:

@@ -15,6 +15,8 @@ from prometheus_client.core import GaugeMetricFamily
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
 
+EVENT_LOOP_PROBE_S = 0.01
+LOOP_LAG_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -77,6 +79,9 @@ class BrokerMetrics:
         self.isr_expands = Counter("kafkalite_isr_expands", "ISR expansions accepted by the controller", registry=r)
         self.requests = Counter("kafkalite_requests", "client requests by API", ["api"], registry=r)
         self.latency = Histogram("kafkalite_request_latency_seconds", "request latency by API", ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.event_loop_lag = Histogram("kafkalite_event_loop_lag_seconds", "how late the event loop ran a timer due now "
+                                        f"(sampled every {EVENT_LOOP_PROBE_S * 1000:.0f} ms): time no other task could run",
+                                        buckets=LOOP_LAG_BUCKETS_S, registry=r)
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)

@@ -26,7 +26,7 @@ from kazoo.protocol.states import KazooState
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
-from kafkalite.broker.broker_watch import ControllerWatch
+from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
@@ -47,7 +47,7 @@ from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
-from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.metrics import EVENT_LOOP_PROBE_S, BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig, make_replica_selector
@@ -123,9 +123,11 @@ class Broker:
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
+        self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
         if self.settings["controller.process.watch.enable"]:
             self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
                                                     self._remove_gone_controller)
+            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None  # the first of client_listeners
@@ -193,6 +195,7 @@ class Broker:
             self._essential(self._periodic(self._checkpoint_hw, self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000), "hw-checkpoint"),
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
+            self._essential(self._probe_event_loop(), "event-loop-probe"),
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
@@ -200,6 +203,15 @@ class Broker:
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
+
+    async def _probe_event_loop(self) -> None:
+        """kafkalite_event_loop_lag_seconds: every EVENT_LOOP_PROBE_S, how much later than
+        asked the loop woke this task, i.e. how long something else held the loop."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time() + EVENT_LOOP_PROBE_S
+            await asyncio.sleep(EVENT_LOOP_PROBE_S)
+            self.metrics.event_loop_lag.observe(max(0.0, loop.time() - asked))
 
     async def _serve_clients(self) -> None:
         """Accept Kafka clients only once the controller's UpdateMetadata lists this broker.
@@ -360,6 +372,23 @@ class Broker:
             self.controller.enqueue(Resign())
         if self.controller_watch is not None and not self.stopping:
             self.controller_watch.follow(owner if isinstance(owner, int) else None)
+
+    def follow_peers(self) -> None:
+        """Watch the processes of the brokers the metadata lists (after each UpdateMetadata)."""
+        if self.peer_watches is not None and not self.stopping:
+            cache = self.metadata_cache
+            self.peer_watches.follow({b.id: (b.epoch, b.host, b.inter_broker_port) for b in cache.brokers.values()},
+                                     cache.gone)
+
+    def _peer_gone(self, broker_id: int, epoch: int) -> None:
+        if self.metadata_cache.mark_gone(broker_id, epoch):
+            log.info("broker %d (epoch %d) is gone: answering Metadata without it until the controller's update",
+                     broker_id, epoch)
+            self.metadata_updates.notify()
+
+    def _peer_back(self, broker_id: int, epoch: int) -> None:
+        if self.metadata_cache.mark_back(broker_id, epoch):
+            self.metadata_updates.notify()
 
     async def _controller_registration(self, broker_id: int) -> tuple[int, str, int] | None:
         found = (await self.loop.run_in_executor(None, self.zk.get_brokers)).get(broker_id)
@@ -610,6 +639,8 @@ class Broker:
         await self.controller.close()
         if self.controller_watch is not None:
             await self.controller_watch.close()
+        if self.peer_watches is not None:
+            await self.peer_watches.close()
         for component in (*self.client_listeners, self.rpc_server, self.admin):
             if component is not None:
                 await component.close()

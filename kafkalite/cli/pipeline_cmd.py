@@ -1,4 +1,5 @@
 """`kafkalite pipeline generate`: the streaming pipeline's event generator (issue 11).
+(`pipeline run` and `pipeline results` live in kafkalite.cli.pipeline_run.)
 
     kafkalite pipeline generate --rate N --seconds S [--topic T] [--bad-fraction F]
                                 [--late-fraction F] [--seed N] [--start-ms MS] [--json]
@@ -47,6 +48,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_bootstrap_argument(g)
     g.set_defaults(func=run_generate)
+
+    from kafkalite.cli import pipeline_run
+    from kafkalite.pipeline import job_defaults as d
+
+    r = psub.add_parser("run", help="run the Spark streaming job: dead letters, windowed aggregates to a topic and Parquet")
+    r.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (a restart resumes from it)")
+    r.add_argument("--parquet", required=True, metavar="DIR", help="where the window rows go as Parquet")
+    r.add_argument("--input", default=d.INPUT_TOPIC, metavar="TOPIC", help=f"default {d.INPUT_TOPIC}")
+    r.add_argument("--output", default=d.OUTPUT_TOPIC, metavar="TOPIC", help=f"default {d.OUTPUT_TOPIC}")
+    r.add_argument("--dead-letters", default=d.DEAD_LETTER_TOPIC, metavar="TOPIC", help=f"default {d.DEAD_LETTER_TOPIC}")
+    r.add_argument("--trigger-seconds", type=float, default=d.TRIGGER_INTERVAL_S, metavar="S",
+                   help=f"micro-batch interval (default {d.TRIGGER_INTERVAL_S:g})")
+    r.add_argument("--available-now", action="store_true", help="process what the input holds now, then stop")
+    r.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="records per micro-batch at most")
+    r.add_argument("--master", default=d.MASTER, help=f"Spark master (default {d.MASTER})")
+    r.add_argument("--partitions", type=int, default=3, metavar="N", help="partitions of topics it creates (default 3)")
+    add_bootstrap_argument(r)
+    r.set_defaults(func=pipeline_run.run_pipeline)
+
+    res = psub.add_parser("results", help="print the window rows the pipeline wrote to Parquet")
+    res.add_argument("--parquet", required=True, metavar="DIR")
+    res.add_argument("--last", type=int, metavar="N", help="only the last N windows")
+    res.add_argument("--json", action="store_true", help="one JSON object per row")
+    res.set_defaults(func=pipeline_run.run_results)
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:

@@ -13,7 +13,9 @@ job and the reference cannot disagree about which records are good.
 
 - ``type``: "order" or "click".
 - order: ``order_id``, ``customer``, ``currency`` strings; ``amount`` a JSON number
-  (integer or decimal, at most 2 fractional digits), >= 0.
+  (integer or decimal, at most 2 fractional digits and 15 integer digits), >= 0. The
+  integer bound is what lets the Spark job hold amounts exactly as ``decimal(17,2)`` and
+  their sums as ``decimal(27,2)``: without it a valid amount could overflow there.
 - click: ``user``, ``page`` strings.
 - ``event_time``: UTC, ``YYYY-MM-DDTHH:MM:SS[.f{1,3}]Z`` (ISO 8601, "Z" required).
 - Fields not listed are ignored. The record key is the order_id or the user (not validated).
@@ -26,7 +28,7 @@ job and the reference cannot disagree about which records are good.
 4. ``unknown_type``: ``type`` is neither "order" nor "click".
 5. For each field of that type, in schema order: ``missing_field`` if absent (null counts as
    absent), ``wrong_type`` if of the wrong JSON type (a boolean is not a number; an amount
-   with more than 2 fractional digits is ``wrong_type`` too).
+   with more than 2 fractional digits or more than 15 integer digits is ``wrong_type`` too).
 6. ``bad_event_time``: ``event_time`` is a string but not in the format above or not a real
    date/time.
 7. ``negative_amount``: an order's amount < 0.
@@ -64,6 +66,7 @@ REASON_HEADER = "error.reason"
 DETAIL_HEADER = "error.detail"
 
 AMOUNT_DECIMALS_MAX = 2
+AMOUNT_INTEGER_DIGITS_MAX = 15  # so that an amount fits decimal(17,2) in the Spark job
 CURRENCIES = ("EUR", "USD", "GBP")
 PAGES = ("/", "/search", "/product", "/cart", "/checkout")
 ORDER_SHARE = 0.7  # of generated events; the rest are clicks
@@ -180,6 +183,8 @@ def _type_problem(value: Any, kind: str) -> str | None:
         return f"expected a number, got {_json_type(value)}"
     if isinstance(value, Decimal) and -value.as_tuple().exponent > AMOUNT_DECIMALS_MAX:
         return f"more than {AMOUNT_DECIMALS_MAX} fractional digits"
+    if abs(value) >= 10 ** AMOUNT_INTEGER_DIGITS_MAX:
+        return f"more than {AMOUNT_INTEGER_DIGITS_MAX} integer digits"
     return None
 
 

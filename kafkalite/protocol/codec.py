@@ -13,8 +13,11 @@ version are ignored. Records decode to ``bytes``; when encoding they may also be
 ``memoryview`` or a list of bytes-like chunks, which are written without copying.
 
 Headers (DESIGN.md 4b): request header v1, or v2 (tag buffer) for flexible versions;
-response header v0 always (Kafka keeps ApiVersions responses on header v0 so a client can
-read them before it knows the broker's versions; no other API we serve is flexible).
+response header v0, or v1 (tag buffer) for flexible versions except ApiVersions (Kafka keeps
+ApiVersions responses on header v0 so a client can read them before it knows the broker's
+versions). The only other flexible version served is Metadata v9: librdkafka trusts the
+leader epochs in Metadata (KIP-320: it ignores an answer older than what it knows, e.g. a
+paused zombie's) only from brokers that serve Metadata v9 (issue 13).
 """
 
 from __future__ import annotations
@@ -130,11 +133,15 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, dict]:
             f"api {header.api_key} version {header.api_version} is not supported")
         exc.header = header
         raise exc
-    return header, _decode_body(compiled, frame, pos, header, compiled.flexible)
+    # librdkafka (2.x) writes a Metadata v9 request for all topics with the 4 bytes it
+    # reserved for the topic count left in after the 1-byte null: Kafka parses what it needs
+    # and ignores the rest, and so do we, for this request only.
+    lenient = header.api_key == ApiKey.METADATA and header.api_version >= 9
+    return header, _decode_body(compiled, frame, pos, header, compiled.flexible, trailing_ok=lenient)
 
 
 def _decode_body(compiled: _Compiled, frame: bytes, pos: int, header: Any,
-                 header_tags: bool) -> dict:
+                 header_tags: bool, *, trailing_ok: bool = False) -> dict:
     try:
         if header_tags:  # request header v2 ends with a tag buffer
             pos = compiler.skip_tagged_fields(frame, pos)
@@ -147,7 +154,7 @@ def _decode_body(compiled: _Compiled, frame: bytes, pos: int, header: Any,
         error = compiler.malformed(f"{type(exc).__name__}: {exc}")
         error.header = header
         raise error from None
-    if pos != len(frame):
+    if pos != len(frame) and not trailing_ok:
         error = compiler.malformed(f"{len(frame) - pos} trailing bytes")
         error.header = header
         raise error
@@ -172,6 +179,8 @@ def encode_response_parts(header: RequestHeader, body: dict) -> list:
     """The response frame as chunks, length prefix first (for ``writer.writelines``)."""
     compiled = _compiled_or_raise(header.api_key, RESPONSE, header.api_version)
     parts: list = [b"", _INT32.pack(header.correlation_id)]
+    if compiled.flexible and header.api_key != ApiKey.API_VERSIONS:
+        parts.append(b"\x00")  # response header v1: an empty tag buffer
     compiled.encode(body, parts)
     parts[0] = _LENGTH_PREFIX.pack(sum(len(part) for part in parts))
     return parts
@@ -189,7 +198,10 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
         (correlation_id,) = _INT32.unpack_from(frame, 0)
     except struct.error:
         raise compiler.malformed("response header truncated") from None
-    return correlation_id, _decode_body(compiled, frame, _INT32.size, None, False)
+    pos = _INT32.size
+    if compiled.flexible and api_key != ApiKey.API_VERSIONS:
+        pos = compiler.skip_tagged_fields(frame, pos)
+    return correlation_id, _decode_body(compiled, frame, pos, None, False)
 
 
 def encode_api_versions_unsupported(header: RequestHeader) -> bytes:

@@ -230,7 +230,7 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
-    (ApiKey.METADATA, REQUEST): _message(0, 8, flexible=None, fields=(
+    (ApiKey.METADATA, REQUEST): _message(0, 9, flexible='9+', fields=(
         F('topics', '[]', '0+', nullable='1+', fields=(
             F('name', 'string', '0+'),
         )),
@@ -238,7 +238,7 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
         F('include_cluster_authorized_operations', 'bool', '8+'),
         F('include_topic_authorized_operations', 'bool', '8+'),
     )),
-    (ApiKey.METADATA, RESPONSE): _message(0, 8, flexible=None, fields=(
+    (ApiKey.METADATA, RESPONSE): _message(0, 9, flexible='9+', fields=(
         F('throttle_time_ms', 'int32', '3+'),
         F('brokers', '[]', '0+', fields=(
             F('node_id', 'int32', '0+'),

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -174,6 +176,23 @@ class RpcClient:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(error)
+
+    def peer_closed(self) -> bool:
+        """Whether the peer has already closed (or reset) the connection, as the kernel knows
+        it now, before the read loop has had its turn: a non-blocking peek at the socket."""
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return True
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+                return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # open, nothing to read
+        except OSError:
+            return True  # reset
 
     async def call(
         self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000

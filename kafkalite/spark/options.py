@@ -41,8 +41,9 @@ _SOURCE_KEYS = frozenset({
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
 })
 _SINK_KEYS = frozenset({"topic", "includeheaders"})
-# Options Spark itself passes to every data source (streaming checkpoints, file paths).
-_SPARK_OWN_KEYS = frozenset({"path", "checkpointlocation"})
+# Options Spark itself passes to every data source (streaming checkpoints, file paths, and
+# the name of a streaming query, which DataStreamWriter.queryName adds to the options).
+_SPARK_OWN_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
 
 # Kafka client options Spark refuses, with Spark's reasons.
 _SOURCE_REFUSED = {

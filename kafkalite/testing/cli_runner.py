@@ -11,13 +11,14 @@ import sys
 CLI_TIMEOUT_S = 90
 
 
-def run_cli(*args: str, boot: str | None = None, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, boot: str | None = None, stdin: str | None = None, env: dict | None = None,
+            timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "kafkalite.cli.main", *args]
     if boot is not None:
         cmd += ["--bootstrap", boot]
     full_env = {k: v for k, v in os.environ.items() if k not in ("KAFKALITE_BOOTSTRAP", "KAFKALITE_ZOOKEEPER")}
     full_env.update(env or {})
-    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=full_env)
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout_s, env=full_env)
 
 
 def ok(*args: str, **kwargs) -> str:

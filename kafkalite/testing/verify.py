@@ -46,6 +46,9 @@ class VerifyingProducer(threading.Thread):
         self._last_ack_at = time.monotonic()
         self._halt = threading.Event()
         self.lock = threading.Lock()
+        # librdkafka's reason when the idempotent producer hit a fatal error (it then refuses
+        # every produce); the checks print it.
+        self.fatal: str | None = None
 
     def stop(self) -> None:
         self._halt.set()
@@ -66,6 +69,12 @@ class VerifyingProducer(threading.Thread):
             rdkafka_log.propagate = False
             conf.update({"debug": os.environ.get("KAFKALITE_VERIFY_DEBUG", "eos,broker,topic"), "log_level": 7,
                          "logger": rdkafka_log})
+        def on_error(err) -> None:
+            if err.fatal():
+                with self.lock:
+                    self.fatal = self.fatal or f"{err.name()}: {err.str()}"
+
+        conf["error_cb"] = on_error
         p = Producer(conf)
 
         def on_delivery(err, msg) -> None:
@@ -88,6 +97,12 @@ class VerifyingProducer(threading.Thread):
             except BufferError:
                 p.poll(0.05)
                 continue
+            except KafkaException as e:  # fatal: nothing more can be produced; say why, and stop
+                p.poll(1.0)  # serves error_cb and the debug log's last lines
+                with self.lock:
+                    self.fatal = self.fatal or str(e)
+                print(f"verifying producer: FATAL {self.fatal}", flush=True)
+                break
             p.poll(0)
             next_at += interval
             delay = next_at - time.monotonic()

@@ -62,6 +62,8 @@ def test_valid_order_and_click_are_accepted():
     assert validate(raw(order())) == Order("o-1", "c-1", Decimal("12.34"), "EUR", T0_MS)
     assert validate(raw(order(amount="7", extra="ignored"))) == Order("o-1", "c-1", Decimal(7), "EUR", T0_MS)
     assert validate(raw(order(amount="0"))).amount == 0
+    assert validate(raw(order(amount="999999999999999.99"))).amount == Decimal("999999999999999.99")
+    assert validate(raw(order(amount="1e2"))).amount == 100
     click = {"type": "click", "user": "u-1", "page": "/cart", "event_time": T0}
     assert validate(raw(click)) == Click("u-1", "/cart", T0_MS)
 
@@ -82,6 +84,9 @@ def test_valid_order_and_click_are_accepted():
     (raw(order(amount='"12.34"')), WRONG_TYPE),
     (raw(order(amount="true")), WRONG_TYPE),
     (raw(order(amount="1.234")), WRONG_TYPE),
+    (raw(order(amount="1000000000000000")), WRONG_TYPE),
+    (raw(order(amount="1e15")), WRONG_TYPE),
+    (raw(order(amount="-1000000000000000.5")), WRONG_TYPE),
     (raw(order(customer=42)), WRONG_TYPE),
     (raw(order(event_time=1795496401250)), WRONG_TYPE),
     (raw(order(event_time="yesterday")), BAD_EVENT_TIME),

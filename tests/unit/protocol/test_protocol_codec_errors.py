@@ -39,7 +39,7 @@ def test_unknown_api_key_raises_unsupported_with_header():
 
 @pytest.mark.parametrize(("api", "version"), [
     (ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 9), (ApiKey.FETCH, 3), (ApiKey.FETCH, 12),
-    (ApiKey.METADATA, 9), (ApiKey.API_VERSIONS, 4)])
+    (ApiKey.METADATA, 10), (ApiKey.API_VERSIONS, 4)])
 def test_unsupported_version_raises_with_header(api, version):
     frame = struct.pack(">hhi", api, version, 5) + b"\x00\x01x" + b"garbage"
     with pytest.raises(UnsupportedVersionError) as caught:
@@ -221,3 +221,15 @@ def test_delete_groups_error_response_names_every_group():
     _, response = codec.decode_response(ApiKey.DELETE_GROUPS, 1, frame[4:])
     assert response["results"] == [{"group_id": "a", "error_code": ErrorCode.NOT_COORDINATOR},
                                    {"group_id": "b", "error_code": ErrorCode.NOT_COORDINATOR}]
+
+
+def test_librdkafkas_metadata_v9_all_topics_request_with_its_leftover_bytes_decodes():
+    """librdkafka 2.16 sends Metadata v9 for all topics with the 4 bytes it reserved for
+    the topic count left after the 1-byte null array (captured from confluent-kafka 2.16.1's
+    list_topics). Kafka ignores what it does not read; so do we, for Metadata v9 only."""
+    frame = bytes.fromhex("0003000900000003000772646b61666b61000000000001000000")
+    header, body = codec.decode_request(frame)
+    assert (header.api_key, header.api_version, header.client_id) == (ApiKey.METADATA, 9, "rdkafka")
+    assert body["topics"] is None  # all topics
+    with pytest.raises(InvalidRequestError, match="trailing"):  # other requests stay strict
+        codec.decode_request(struct.pack(">hhi", ApiKey.METADATA, 8, 3) + b"\x00\x01x" + b"\xff\xff\xff\xff\x00\x00\x00\x00")

@@ -127,6 +127,8 @@ def test_sink_options():
     o = parse_sink_options({**BOOT, "topic": "out", "kafka.linger.ms": "5"})
     assert (o.topic, dict(o.client_config)) == ("out", {"linger.ms": "5"})
     assert parse_sink_options(BOOT).topic is None
+    # what Spark adds itself: a checkpoint, and a streaming query's name (writeStream.queryName)
+    assert parse_sink_options({**BOOT, "checkpointLocation": "/c", "queryName": "q"}).topic is None
     for opts, option in [({"subscribe": "t"}, "subscribe"), ({"kafka.value.serializer": "x"}, "kafka.value.serializer"),
                          ({"kafka.acks": "1"}, "kafka.acks"), ({"kafka.enable.idempotence": "false"}, "kafka.enable.idempotence"),
                          ({"topic": " "}, "topic")]:
