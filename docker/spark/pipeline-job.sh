@@ -1,22 +1,25 @@
 #!/bin/bash
-# The compose `spark` profile's job service: events into the input topic with
-# `kafkalite pipeline generate`, then a Spark streaming job on the standalone master that
-# reads them with the `kafkalite` source and writes its result to the output topic.
+# The compose `spark` profile's job service: events into the input topic with `kafkalite
+# pipeline generate`, then the streaming pipeline, `kafkalite pipeline run`, on the
+# standalone master with Trigger.AvailableNow (everything the input holds, then exit): its
+# windows go to pipeline-windows and Parquet, bad records to pipeline-dead-letters.
+#
+# Two generate runs: PIPELINE_SECONDS of events starting a minute ago, then one second of
+# events starting now, whose event times move the watermark past every window of the first,
+# so those windows are closed and written (append mode writes a window once it is final).
 # Settings (environment): KAFKALITE_BOOTSTRAP, SPARK_MASTER_URL, PIPELINE_RATE (records/s),
-# PIPELINE_SECONDS, PIPELINE_INPUT, PIPELINE_OUTPUT, PIPELINE_DIR (checkpoint and outputs;
-# the worker must see the same directory: a shared volume).
+# PIPELINE_SECONDS, PIPELINE_DIR (checkpoint and Parquet; the worker must see the same
+# directory: a shared volume).
 set -euo pipefail
-bootstrap=${KAFKALITE_BOOTSTRAP:-broker1:19092,broker2:19092,broker3:19092}
+export KAFKALITE_BOOTSTRAP=${KAFKALITE_BOOTSTRAP:-broker1:19092,broker2:19092,broker3:19092}
 master=${SPARK_MASTER_URL:-spark://spark-master:7077}
-input=${PIPELINE_INPUT:-pipeline-input}
-output=${PIPELINE_OUTPUT:-pipeline-count}
+rate=${PIPELINE_RATE:-200}
 dir=${PIPELINE_DIR:-/var/lib/kafkalite/spark/job}
 
-for topic in "$input" "$output"; do
-    kafkalite topics create "$topic" --partitions 3 --replication-factor 3 --bootstrap "$bootstrap" \
-        || kafkalite topics describe "$topic" --bootstrap "$bootstrap" >/dev/null
-done
-kafkalite pipeline generate --rate "${PIPELINE_RATE:-200}" --seconds "${PIPELINE_SECONDS:-5}" --topic "$input" \
-    --seed 12 --json --bootstrap "$bootstrap"
-exec python3 /usr/local/lib/kafkalite/count_job.py --bootstrap "$bootstrap" --master "$master" \
-    --input "$input" --output "$output" --checkpoint "$dir/checkpoint"
+kafkalite topics create pipeline-input --partitions 3 --replication-factor 3 \
+    || kafkalite topics describe pipeline-input >/dev/null
+now_ms=$(date +%s%3N)
+kafkalite pipeline generate --rate "$rate" --seconds "${PIPELINE_SECONDS:-5}" --seed 12 --start-ms $((now_ms - 60000)) --json
+kafkalite pipeline generate --rate "$rate" --seconds 1 --seed 13 --start-ms "$now_ms" --json
+kafkalite pipeline run --available-now --master "$master" --checkpoint "$dir/checkpoint" --parquet "$dir/parquet"
+exec kafkalite pipeline results --parquet "$dir/parquet" --json

@@ -17,9 +17,10 @@ Checks: host clients (confluent-kafka) get the host-advertised listener and prod
 consume; containers get the internal listener (the CLI inside a broker container);
 Prometheus scrapes all three brokers (every target up, a query returns a series per
 broker) and evaluates every query of the Grafana dashboard, whose metric names a live
-broker's /metrics all has; the spark profile's job (generate events, then a streaming
-count over them on the standalone master and worker, read and written with the
-`kafkalite` format over the INTERNAL listener) leaves the right count in its output topic
+broker's /metrics all has; the spark profile's job (`kafkalite pipeline generate`, then
+`kafkalite pipeline run` on the standalone master and worker, reading and writing with the
+`kafkalite` format over the INTERNAL listener) puts every malformed record in the
+dead-letter topic and its closed windows in the output topic, the same rows as its Parquet,
 and exits 0; `docker kill` of a partition leader: failover, and acks=all writes go on; the
 killed broker started again rejoins every ISR; `docker stop` (SIGTERM) is a controlled
 shutdown; `down -v`. Timings of each phase are printed (pytest -s) and kept in
@@ -61,8 +62,9 @@ SPARK_IMAGE = "kafkalite-test-spark:latest"
 SERVICES = ["zookeeper", "broker1", "broker2", "broker3", "prometheus", "spark-master", "spark-worker", "spark-job"]
 DASHBOARD = ROOT / "docker" / "grafana" / "dashboards" / "kafkalite.json"
 TOPIC = "compose-orders"
-PIPELINE_RATE, PIPELINE_SECONDS = 200, 5  # the spark job counts rate * seconds events
-PIPELINE_OUTPUT = "pipeline-count"
+PIPELINE_RATE, PIPELINE_SECONDS = 200, 5  # the spark job's input: rate * seconds events, and 1 s more
+PIPELINE_WINDOWS = "pipeline-windows"
+PIPELINE_DEAD_LETTERS = "pipeline-dead-letters"
 HEALTHY_TIMEOUT_S = 240.0
 FAILOVER_TIMEOUT_S = 60.0
 REJOIN_TIMEOUT_S = 120.0
@@ -210,23 +212,24 @@ def _check_monitoring(prometheus: str, admin_port: int) -> None:
         _prometheus_query(prometheus, expr.replace("$__rate_interval", "1m"))
 
 
-def _pipeline_count(boot: str) -> int | None:
-    """The last count the spark job wrote to its output topic, or None if none yet."""
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"compose-count-{time.time_ns()}", "enable.auto.commit": False})
-    counts: list[int] = []
+def _read_topic(boot: str, topic: str) -> list[tuple[bytes, bytes]] | None:
+    """Every (key, value) in `topic` now, or None if there is no such topic yet."""
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"compose-read-{time.time_ns()}", "enable.auto.commit": False})
+    got: list[tuple[bytes, bytes]] = []
     try:
-        md = consumer.list_topics(PIPELINE_OUTPUT, timeout=10).topics[PIPELINE_OUTPUT]
+        md = consumer.list_topics(topic, timeout=10).topics[topic]
         if md.error is not None:
             return None
-        consumer.assign([TopicPartition(PIPELINE_OUTPUT, p, 0) for p in md.partitions])
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
         idle_until = time.monotonic() + 3
         while time.monotonic() < idle_until:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                counts.append(json.loads(msg.value())["records"])
+                got.append((msg.key(), msg.value()))
+                idle_until = time.monotonic() + 3
     finally:
         consumer.close()
-    return max(counts) if counts else None
+    return got
 
 
 def _spark_job_exit_code(compose: Compose) -> str | None:
@@ -234,6 +237,24 @@ def _spark_job_exit_code(compose: Compose) -> str | None:
     exceptions, so the caller checks the code: a failed job fails the test at once.)"""
     status, code = compose.engine.run("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", compose.container("spark-job")).stdout.split()
     return code if status == "exited" else None
+
+
+def _check_pipeline(boot: str, logs: str) -> None:
+    """What `kafkalite pipeline run` left: every malformed record generated is in the dead
+    letters; the closed windows are in the output topic, the same rows as in its Parquet
+    (which `pipeline results --json` printed), counting no more than the good events."""
+    lines = [line.split("|", 1)[-1].strip() for line in logs.splitlines()]
+    generated = [json.loads(line) for line in lines if line.startswith("{") and '"bad_by_kind"' in line]
+    parquet = [json.loads(line) for line in lines if line.startswith("{") and '"window_start"' in line]
+    assert len(generated) == 2, logs[-3000:]
+    dead_letters = _read_topic(boot, PIPELINE_DEAD_LETTERS)
+    assert dead_letters is not None and len(dead_letters) == sum(g["bad"] for g in generated)
+    windows = [json.loads(value) for _key, value in _read_topic(boot, PIPELINE_WINDOWS) or []]
+    assert windows, "no window in the output topic"
+    assert all(w["count"] > 0 and w["type"] in ("order", "click") for w in windows), windows
+    assert sum(w["count"] for w in windows) <= sum(g["good"] for g in generated)
+    as_rows = sorted((w["window_start"], w["type"], w.get("currency"), w["count"]) for w in windows)  # to_json drops nulls
+    assert as_rows == sorted((r["window_start"], r["type"], r.get("currency"), r["count"]) for r in parquet)
 
 
 def _compose_env(ports: list[int]) -> dict[str, str]:
@@ -310,13 +331,13 @@ def test_compose_cluster_and_profiles_serve_the_host_scrape_stream_fail_over_and
         timings["prometheus scraping all brokers"] = time.monotonic() - t
 
         # Profile spark: the job (started by `up` once the brokers and the worker were healthy)
-        # counted every generated event, reading and writing with the kafkalite format.
+        # ran `kafkalite pipeline run` on the standalone cluster over the INTERNAL listener.
         exit_code = _wait(lambda: _spark_job_exit_code(compose), SPARK_JOB_TIMEOUT_S, "the spark job to finish", interval_s=3)
         timings["spark job done (since up)"] = time.monotonic() - up_started
         job_logs = compose.run("logs", "--no-color", "spark-job").stdout
         (artifacts / "spark-job-logs.txt").write_text(job_logs)
         assert exit_code == "0", f"the spark job failed (exit code {exit_code}):\n{job_logs[-4000:]}"
-        assert _pipeline_count(boot) == PIPELINE_RATE * PIPELINE_SECONDS
+        _check_pipeline(boot, job_logs)
 
         # docker kill the leader of partition 0: another leader, and acks=all goes on (ISR 2 >= min.insync.replicas).
         victim = _metadata(boot)[0]["leader"]
