@@ -66,7 +66,6 @@ def topic_name_error(name: Any) -> str | None:
 
 WATCH_SETTLE_WAIT_S = 0.1  # a peer watch's verdict after its connection ended (a reconnect on loopback)
 GONE_LEADER_WAIT_S = 0.5  # the controller's update after a leader's process is found gone
-DEPARTED_LISTED_S = 10.0  # Metadata lists a departed broker this long (MetadataCache.listed_brokers)
 
 
 class KafkaApis:
@@ -123,7 +122,7 @@ class KafkaApis:
             topics.append({"error_code": 0, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": plist})
         listener = current_listener.get()
         brokers = [{"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack}
-                   for b in cache.listed_brokers(DEPARTED_LISTED_S) for address in [b.address_for(listener)]]
+                   for b in sorted(cache.brokers.values(), key=lambda b: b.id) for address in [b.address_for(listener)]]
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
                 "controller_id": cache.controller_id, "topics": topics}
 

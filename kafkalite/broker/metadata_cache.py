@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +38,6 @@ class MetadataCache:
         # Metadata answers treat them as departed, so a client asking in between is told
         # "leader not available" and asks again soon, instead of waiting on a dead leader.
         self.gone: dict[int, int] = {}
-        self.departed_at: dict[int, float] = {}  # monotonic time each departed broker left
         self.topics: dict[str, dict[int, PartitionMeta]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.version = 0
@@ -57,14 +55,9 @@ class MetadataCache:
         listed = {b.id: b for b in update.brokers}
         self.gone = {b: e for b, e in self.gone.items() if b in listed and listed[b].epoch == e}
         listed = {b: info for b, info in listed.items() if self.gone.get(b) != info.epoch}
-        now = time.monotonic()
-        for b, info in self.brokers.items():
-            if b not in listed:
-                self.departed[b] = info
-                self.departed_at[b] = now
+        self.departed.update({b: info for b, info in self.brokers.items() if b not in listed})
         for b in listed:
             self.departed.pop(b, None)
-            self.departed_at.pop(b, None)
         self.brokers = listed
         if update.full:
             self.topics = {}
@@ -89,7 +82,6 @@ class MetadataCache:
             return False
         self.gone[broker_id] = epoch
         self.departed[broker_id] = self.brokers.pop(broker_id)
-        self.departed_at[broker_id] = time.monotonic()
         self.version += 1
         return True
 
@@ -100,20 +92,8 @@ class MetadataCache:
             return False
         del self.gone[broker_id]
         self.brokers[broker_id] = self.departed.pop(broker_id)
-        self.departed_at.pop(broker_id, None)
         self.version += 1
         return True
-
-    def listed_brokers(self, departed_for_s: float) -> list[BrokerInfo]:
-        """The brokers a Metadata answer lists: the live ones, and those departed less than
-        `departed_for_s` ago. librdkafka, told in one answer that a broker is gone and that
-        its partitions have new leaders, can race itself (the dead broker's thread hands
-        those partitions to "no leader" after the main thread moved them) and only asks
-        again a second later; listing a departed broker a while longer, with no partition
-        led by it, lets the leader change land first (issue 13)."""
-        now = time.monotonic()
-        recent = [info for b, info in self.departed.items() if now - self.departed_at.get(b, 0.0) < departed_for_s]
-        return sorted([*self.brokers.values(), *recent], key=lambda b: b.id)
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         return self.topics.get(topic, {}).get(partition)

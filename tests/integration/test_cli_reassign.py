@@ -8,6 +8,7 @@ never fetches, so the move stays in progress whatever the controller does with i
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -74,14 +75,19 @@ def test_generate_plans_decommissioning_broker_3_and_refuses_bad_input(moves_clu
     assert zk_client.exists(REASSIGN_ZNODE) is None
 
 
-def test_execute_checks_the_plan_writes_the_admin_znode_and_cancel_deletes_it(moves_cluster, zk_client, tmp_path):
+def test_execute_checks_the_plan_writes_the_admin_znode_and_cancel_deletes_it(moves_cluster, zk_client, tmp_path, request):
     zk = _zookeeper(moves_cluster)
     boot = moves_cluster.status()["bootstrap"]
     current = _assignment(zk_client, "moves")
     stays, leaves = current[0]
-    # broker 9: registered, never fetching, so its move never finishes
+    # broker 9: registered, never fetching, so its move never finishes. Something listens on
+    # its inter-broker port and never answers (a paused broker, as the controller's process
+    # watch sees it): with nothing listening, the watch would find it gone (issue 13).
+    silent = socket.create_server(("127.0.0.1", 0))
+    request.addfinalizer(silent.close)
     zk_client.create("/brokers/ids/9", codec.encode_broker_registration(BrokerRegistration(
-        id=9, host="127.0.0.1", port=free_port(), inter_broker_port=free_port(), admin_port=free_port())), ephemeral=True)
+        id=9, host="127.0.0.1", port=free_port(), inter_broker_port=silent.getsockname()[1], admin_port=free_port())),
+        ephemeral=True)
 
     def plan_file(name: str, body) -> str:
         path = tmp_path / name
