@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.testing.chromium import Chromium, find_chromium
 from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES
+from kafkalite.testing.probes import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION_TIMEOUT_S = TEST_BROKER_OVERRIDES["zookeeper.session.timeout.ms"] / 1000
@@ -47,16 +48,6 @@ def _get(url: str) -> tuple[int, dict[str, str], str]:
 
 def _status_json(admin_port: int) -> dict:
     return json.loads(_get(f"http://127.0.0.1:{admin_port}/status.json")[2])
-
-
-def _wait(cond, timeout_s: float, what: str, interval_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 async def _until(page, expression: str, timeout_s: float, what: str):
@@ -117,7 +108,7 @@ async def test_status_page_in_chromium_shows_a_killed_broker_down_and_its_partit
     st, _, text = _get(f"http://127.0.0.1:{viewer['admin_port']}/?refresh=banana")
     assert st == 400 and "refresh must be a number of seconds" in text
     # The group's coordinator reports its lag (refreshed every few seconds).
-    groups = _wait(lambda: [g for b in (1, 2, 3) for g in _status_json(c.broker(b)["admin_port"])["groups"]
+    groups = wait_until(lambda: [g for b in (1, 2, 3) for g in _status_json(c.broker(b)["admin_port"])["groups"]
                             if g["group"] == GROUP and g["total_lag"] is not None], 30, "the group's lag")
     # Only partitions it consumed from have commits: their lag is what it left behind.
     assert groups[0]["total_lag"] > 0
