@@ -23,7 +23,7 @@ The topic is created if missing (`--partitions`, `--replication-factor`,
 fetches metadata and opens the connections first.
 
 `--compare` measures, in one run against a cluster of at least 3 brokers, on fresh topics
-of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, and prints a
+of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, RF1 acks=all, and prints a
 table plus the acks=all-RF3 / RF1 throughput ratio: the price of durable replication.
 `--repeat K` runs the three K times round-robin and reports each one's median run.
 Note: acks=all runs with enable.idempotence (as Kafka's clients default to), acks=1
@@ -244,6 +244,9 @@ COMPARE_SCENARIOS = (
     ("RF3 acks=all min.insync=2", 3, 2, "all"),
     ("RF3 acks=1", 3, 1, "1"),
     ("RF1 acks=1", 1, 1, "1"),
+    # The same producer as the first (acks=all, idempotent) without replication: what
+    # RF 3 adds to acks=all latency is the difference between the two.
+    ("RF1 acks=all", 1, 1, "all"),
 )
 
 

@@ -82,6 +82,8 @@ class BrokerMetrics:
         self.event_loop_lag = Histogram("kafkalite_event_loop_lag_seconds", "how late the event loop ran a timer due now "
                                         f"(sampled every {EVENT_LOOP_PROBE_S * 1000:.0f} ms): time no other task could run",
                                         buckets=LOOP_LAG_BUCKETS_S, registry=r)
+        self.gc_pause = Histogram("kafkalite_gc_pause_seconds", "garbage collections of this process by generation: "
+                                  "the event loop stands still meanwhile", ["generation"], buckets=LOOP_LAG_BUCKETS_S, registry=r)
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
