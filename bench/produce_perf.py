@@ -26,7 +26,7 @@ fetches metadata and opens the connections first.
 of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, RF1 acks=all, RF3 acks=all
 without idempotence, and prints a
 table plus the acks=all-RF3 / RF1 throughput ratio: the price of durable replication.
-`--repeat K` runs the three K times round-robin and reports each one's median run.
+`--repeat K` runs the scenarios K times round-robin and reports each one's median run.
 Note: acks=all runs with enable.idempotence (as Kafka's clients default to), acks=1
 without (librdkafka allows idempotence only with acks=all); the producer is otherwise the
 same (linger.ms 5, batch.size 1 MB).
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
     parser.add_argument("--linger-ms", type=float, default=5,
                         help="librdkafka linger.ms (default 5; 0 sends each record at once: small-batch latency)")
-    parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 (needs >= 3 brokers)")
+    parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 vs RF1 acks=all vs RF3 acks=all not idempotent (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = parser.parse_args(argv)
