@@ -23,9 +23,10 @@ The topic is created if missing (`--partitions`, `--replication-factor`,
 fetches metadata and opens the connections first.
 
 `--compare` measures, in one run against a cluster of at least 3 brokers, on fresh topics
-of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, and prints a
+of 6 partitions: RF3 acks=all (min.insync.replicas 2), RF3 acks=1, RF1 acks=1, RF1 acks=all, RF3 acks=all
+without idempotence, and prints a
 table plus the acks=all-RF3 / RF1 throughput ratio: the price of durable replication.
-`--repeat K` runs the three K times round-robin and reports each one's median run.
+`--repeat K` runs the scenarios K times round-robin and reports each one's median run.
 Note: acks=all runs with enable.idempotence (as Kafka's clients default to), acks=1
 without (librdkafka allows idempotence only with acks=all); the producer is otherwise the
 same (linger.ms 5, batch.size 1 MB).
@@ -59,6 +60,7 @@ FLUSH_GRACE_S = 30.0  # after the time cap, how long outstanding deliveries may 
 TOPIC_READY_TIMEOUT_S = 60.0
 COMPARE_PARTITIONS = 6
 THROTTLE_EVERY = 100  # records between delivery-report polls / --throughput checks
+THROTTLE_STEP_S = 0.002  # with --throughput: check the pace about this often
 
 
 # -- cluster and topic --------------------------------------------------------------------
@@ -172,6 +174,10 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
             failures.append(err)
 
     produce, poll = producer.produce, producer.poll
+    # At a fixed rate, pace in steps of THROTTLE_STEP_S (as Kafka's ThroughputThrottler
+    # sleeps once 2 ms are due): checking only every 100 records would send bursts of
+    # 20 ms worth at 5,000 records/s, and the latency would measure the bursts.
+    check_every = THROTTLE_EVERY if throughput <= 0 else max(1, min(THROTTLE_EVERY, int(throughput * THROTTLE_STEP_S)))
     start = time.perf_counter()
     deadline = start + max_seconds
     sent = 0
@@ -186,14 +192,17 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
                 capped = True
                 break
             continue
-        if sent % THROTTLE_EVERY == 0:
+        if sent % check_every == 0:
             poll(0)
             now = time.perf_counter()
             if now > deadline:
                 capped = True
                 break
-            if throughput > 0 and start + sent / throughput > now:  # ahead of --throughput: wait
+            # Ahead of --throughput: wait. poll() returns as soon as it served one delivery
+            # report, so it is called until the time has come (else the rate overshoots).
+            while throughput > 0 and start + sent / throughput > now:
                 poll(start + sent / throughput - now)
+                now = time.perf_counter()
     left = producer.flush(FLUSH_GRACE_S)
     elapsed = max(last_delivery[0] - start, 1e-9)
     if left:
@@ -232,10 +241,16 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
 
 
 COMPARE_SCENARIOS = (
-    # (label, replication factor, min.insync.replicas, acks)
-    ("RF3 acks=all min.insync=2", 3, 2, "all"),
-    ("RF3 acks=1", 3, 1, "1"),
-    ("RF1 acks=1", 1, 1, "1"),
+    # (label, replication factor, min.insync.replicas, acks, extra producer config)
+    ("RF3 acks=all min.insync=2", 3, 2, "all", {}),
+    ("RF3 acks=1", 3, 1, "1", {}),
+    ("RF1 acks=1", 1, 1, "1", {}),
+    # The same producer as the first (acks=all, idempotent) without replication: what
+    # RF 3 adds to acks=all latency is the difference between the two.
+    ("RF1 acks=all", 1, 1, "all", {}),
+    # acks=all without idempotence: librdkafka's idempotent producer (5 requests in
+    # flight) has tails of its own, even at RF 1 where the broker answers in < 2.5 ms.
+    ("RF3 acks=all min.insync=2 no-idem", 3, 2, "all", {"enable.idempotence": False}),
 )
 
 
@@ -248,16 +263,16 @@ def compare(args: argparse.Namespace, boot: str) -> list[Result]:
         raise SystemExit(f"--compare needs a cluster of at least 3 brokers; this one has {brokers}")
     run_id = time.strftime("%Y%m%d%H%M%S")
     topics = []
-    for _label, rf, min_isr, acks in COMPARE_SCENARIOS:
-        topic = f"{args.topic}-rf{rf}-acks{acks}-{run_id}"
+    for i, (_label, rf, min_isr, acks, _extra) in enumerate(COMPARE_SCENARIOS):
+        topic = f"{args.topic}-{i}-rf{rf}-acks{acks}-{run_id}"
         ensure_topic(boot, topic, COMPARE_PARTITIONS, rf, min_isr)
         topics.append(topic)
     runs: list[list[Result]] = [[] for _ in COMPARE_SCENARIOS]
     for round_index in range(args.repeat):
-        for i, (label, _rf, _min_isr, acks) in enumerate(COMPARE_SCENARIOS):
+        for i, (label, _rf, _min_isr, acks, extra) in enumerate(COMPARE_SCENARIOS):
             r = run_producer(boot, topics[i], num_records=args.num_records, record_size=args.record_size,
                              acks=acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
-                             linger_ms=args.linger_ms)
+                             linger_ms=args.linger_ms, extra=extra)
             runs[i].append(r)
             print(f"round {round_index + 1}: {row(r)}", file=sys.stderr)
     return [sorted(rs, key=lambda r: r.records_per_s)[len(rs) // 2] for rs in runs]
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
     parser.add_argument("--linger-ms", type=float, default=5,
                         help="librdkafka linger.ms (default 5; 0 sends each record at once: small-batch latency)")
-    parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 (needs >= 3 brokers)")
+    parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 vs RF1 acks=all vs RF3 acks=all not idempotent (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ import asyncio
 import contextvars
 import logging
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
@@ -57,7 +58,8 @@ class ClientListener(StreamServer):
     async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         peer = writer.get_extra_info("peername")
-        responses: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(maxsize=self.in_flight_max)
+        # (handler task, API name, when the request was read), answered in this order
+        responses: asyncio.Queue[tuple[asyncio.Task, str, float] | None] = asyncio.Queue(maxsize=self.in_flight_max)
         sender = asyncio.create_task(self._send_loop(responses, writer))
         try:
             while True:
@@ -74,10 +76,11 @@ class ClientListener(StreamServer):
                 except asyncio.IncompleteReadError:
                     log.info("closing %s: connection ended inside a frame", peer)
                     break
+                read_at = time.monotonic()
                 job = self._decode_and_dispatch(frame, peer)
                 if job is None:
                     break
-                await responses.put(job)
+                await responses.put((job[0], job[1], read_at))
                 if sender.done():
                     break
         except (ConnectionError, OSError):
@@ -95,22 +98,23 @@ class ClientListener(StreamServer):
             writer.close()
             self.connections -= 1
 
-    def _decode_and_dispatch(self, frame: bytes, peer: Any) -> asyncio.Task | None:
-        """Start handling one request; None means: close the connection."""
+    def _decode_and_dispatch(self, frame: bytes, peer: Any) -> tuple[asyncio.Task, str] | None:
+        """Start handling one request: its task and API name; None means: close the connection."""
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as e:
             hdr = getattr(e, "header", None)
             if hdr is not None and hdr.api_key == ApiKey.API_VERSIONS:
-                return _done(encode_api_versions_unsupported(hdr))
+                return _done(encode_api_versions_unsupported(hdr)), ApiKey.API_VERSIONS.name
             log.warning("closing %s: unsupported request (%s)", peer, e)
             return None
         except KafkaliteError as e:
             log.warning("closing %s: malformed request (%s); first bytes %s", peer, e, frame[:48].hex())
             return None
-        self.broker.metrics.request(ApiKey(header.api_key).name)
+        api = ApiKey(header.api_key).name
+        self.broker.metrics.request(api)
         address = peer[0] if isinstance(peer, tuple) and peer else ""
-        return asyncio.create_task(self._handle(header, body, address))
+        return asyncio.create_task(self._handle(header, body, address)), api
 
     async def _handle(self, header: RequestHeader, body: dict, client_address: str) -> list | None:
         current_listener.set(self.name)  # this task's own context: no reset needed
@@ -126,9 +130,10 @@ class ClientListener(StreamServer):
 
     async def _send_loop(self, responses: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
         while True:
-            job = await responses.get()
-            if job is None:
+            item = await responses.get()
+            if item is None:
                 return
+            job, api, read_at = item
             try:
                 parts = await job
             except asyncio.CancelledError:
@@ -139,6 +144,7 @@ class ClientListener(StreamServer):
                 return
             if parts:
                 writer.writelines(parts)
+                self.broker.metrics.request_total(api, time.monotonic() - read_at)
                 await writer.drain()
 
 

@@ -79,9 +79,16 @@ class BrokerMetrics:
         self.isr_expands = Counter("kafkalite_isr_expands", "ISR expansions accepted by the controller", registry=r)
         self.requests = Counter("kafkalite_requests", "client requests by API", ["api"], registry=r)
         self.latency = Histogram("kafkalite_request_latency_seconds", "request latency by API", ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
+        # Kafka's TotalTimeMs: from the whole request read off the socket to its response
+        # handed to the socket; above `latency` it adds waiting for the handler to start,
+        # for earlier responses on the connection (answered in order) and for the write.
+        self.total_time = Histogram("kafkalite_request_total_seconds", "request read to response written, by API",
+                                       ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
         self.event_loop_lag = Histogram("kafkalite_event_loop_lag_seconds", "how late the event loop ran a timer due now "
                                         f"(sampled every {EVENT_LOOP_PROBE_S * 1000:.0f} ms): time no other task could run",
                                         buckets=LOOP_LAG_BUCKETS_S, registry=r)
+        self.gc_pause = Histogram("kafkalite_gc_pause_seconds", "garbage collections of this process by generation: "
+                                  "the event loop stands still meanwhile", ["generation"], buckets=LOOP_LAG_BUCKETS_S, registry=r)
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
@@ -121,6 +128,9 @@ class BrokerMetrics:
 
     def request(self, api: str) -> None:
         self.requests.labels(api).inc()
+
+    def request_total(self, api: str, seconds: float) -> None:
+        self.total_time.labels(api).observe(seconds)
 
     def request_latency(self, api: str, seconds: float) -> None:
         self.latency.labels(api).observe(seconds)

@@ -12,6 +12,7 @@ loop (call_soon_threadsafe) and enqueue; blocking ZooKeeper calls run in the exe
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -150,6 +151,7 @@ class Broker:
         self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
         self._reregistering: asyncio.Task | None = None
         self._flush_job: asyncio.Future | None = None
+        self._gc_callback: Any = None
         self._pid_block: tuple[int, int] | None = None
         self._pid_next = 0
         self._pid_lock: asyncio.Lock | None = None
@@ -201,8 +203,22 @@ class Broker:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
+        self._watch_gc()
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
+
+    def _watch_gc(self) -> None:
+        """kafkalite_gc_pause_seconds{generation}: how long each collection held the loop."""
+        started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                self.metrics.gc_pause.labels(str(info["generation"])).observe(time.perf_counter() - started[0])
+
+        gc.callbacks.append(on_gc)
+        self._gc_callback = on_gc
 
     async def _probe_event_loop(self) -> None:
         """kafkalite_event_loop_lag_seconds: every EVENT_LOOP_PROBE_S, how much later than
@@ -662,6 +678,8 @@ class Broker:
                 await self.loop.run_in_executor(None, self.kazoo.close)
             except Exception as e:  # noqa: BLE001 - closing anyway: whatever kazoo raises, we exit
                 log.info("closing the ZooKeeper session failed: %r", e)
+        if self._gc_callback in gc.callbacks:
+            gc.callbacks.remove(self._gc_callback)
         log.info("broker %d stopped", self.broker_id)
 
     def state(self) -> dict[str, Any]:
