@@ -67,15 +67,20 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         server.stop()
 
 
-@pytest.fixture
-def zk_connect(zk_server: ZooKeeperServer) -> str:
-    chroot = f"/t-{uuid.uuid4().hex}"
+def fresh_chroot(zk_server: ZooKeeperServer, prefix: str) -> str:
+    """A connect string to a new, empty chroot `/<prefix>-<hex>` of the server."""
+    chroot = f"/{prefix}-{uuid.uuid4().hex}"
     client = start_client(zk_server.connect_string)
     try:
         client.create(chroot)
     finally:
         stop_client(client)
     return zk_server.connect_string + chroot
+
+
+@pytest.fixture
+def zk_connect(zk_server: ZooKeeperServer) -> str:
+    return fresh_chroot(zk_server, "t")
 
 
 @pytest.fixture

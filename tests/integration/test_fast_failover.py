@@ -53,20 +53,27 @@ def produce_one(boot: str, partition: int) -> None:
     assert p.flush(60) == 0 and errors == []
 
 
-def test_a_killed_leader_is_replaced_while_its_registration_is_still_in_zookeeper(cluster_factory, zk_connect):
-    cluster = cluster_factory(3, overrides=SESSION)
-    boot = setup(cluster)
-    partition, victim = victim_leading(cluster, 3)
+def kill_and_time(cluster, zk_connect: str, victim: int, failed_over):
+    """kill -9 `victim`, wait (30 s) for `failed_over()` to be truthy: its value, the seconds
+    it took, and whether ZooKeeper still listed the victim's registration by then."""
     zk = start_client(zk_connect)
     try:
         cluster.kill(victim)
         killed = time.monotonic()
-        view = wait_until(lambda: (v := partition_view(cluster, TOPIC, partition)) and v["leader"] not in (victim, -1) and v,
-                          30, "a new leader")
-        elected_s = time.monotonic() - killed
-        still_registered = zk.exists(f"/brokers/ids/{victim}") is not None
+        value = wait_until(failed_over, 30, f"failover from broker {victim}")
+        took_s = time.monotonic() - killed
+        return value, took_s, zk.exists(f"/brokers/ids/{victim}") is not None
     finally:
         stop_client(zk)
+
+
+def test_a_killed_leader_is_replaced_while_its_registration_is_still_in_zookeeper(cluster_factory, zk_connect):
+    cluster = cluster_factory(3, overrides=SESSION)
+    boot = setup(cluster)
+    partition, victim = victim_leading(cluster, 3)
+    view, elected_s, still_registered = kill_and_time(
+        cluster, zk_connect, victim,
+        lambda: (v := partition_view(cluster, TOPIC, partition)) and v["leader"] not in (victim, -1) and v)
     print(f"\nbroker {victim} killed: {TOPIC}-{partition} led by {view['leader']} after {elected_s:.2f} s, "
           f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
     assert still_registered, "the new leader came only with the session expiry"
@@ -112,17 +119,10 @@ def test_a_killed_controller_is_replaced_and_its_partitions_failed_over_before_i
     victim = controller_of(cluster)
     led = [p for p in range(3) if partition_view(cluster, TOPIC, p)["leader"] == victim]
     assert led, "the controller leads a partition (it led them all when they were created)"
-    zk = start_client(zk_connect)
-    try:
-        cluster.kill(victim)
-        killed = time.monotonic()
-        new = wait_until(lambda: (c := controller_of(cluster)) != victim and c, 30, "a new controller")
-        wait_until(lambda: all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led), 30,
-                   "new leaders for the dead controller's partitions")
-        took_s = time.monotonic() - killed
-        still_registered = zk.exists(f"/brokers/ids/{victim}") is not None
-    finally:
-        stop_client(zk)
+    new, took_s, still_registered = kill_and_time(
+        cluster, zk_connect, victim,
+        lambda: (c := controller_of(cluster)) != victim and c
+        and all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led) and c)
     print(f"\ncontroller {victim} killed: broker {new} controls and {len(led)} partitions moved after {took_s:.2f} s, "
           f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
     assert still_registered, "the failover came only with the session expiry"

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, start_client, stop_client
+from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
 
 pytest.importorskip("pyspark")
 
@@ -25,16 +24,11 @@ def spark_kafka(zk_server, tmp_path_factory):
     from kafkalite.testing.cluster import LocalCluster
     from kafkalite.testing.ports import free_ports
 
-    chroot = f"/spark-{uuid.uuid4().hex}"
-    zk = start_client(zk_server.connect_string)
-    try:
-        zk.create(chroot)
-    finally:
-        stop_client(zk)
+    zk_connect = fresh_chroot(zk_server, "spark")
     ports = free_ports(9)
     cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, racks=RACKS,
                            overrides={**TEST_BROKER_OVERRIDES, **BROKER},
-                           zk_connect=zk_server.connect_string + chroot,
+                           zk_connect=zk_connect,
                            ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
     try:
         cluster.up()
