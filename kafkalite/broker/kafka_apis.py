@@ -142,7 +142,7 @@ class KafkaApis:
             return {m.leader for n in names for m in cache.topics.get(n, {}).values() if m.leader >= 0}
 
         await watches.settled(leaders(), WATCH_SETTLE_WAIT_S)
-        if leaders() & set(cache.gone):
+        if cache.gone and leaders() & set(cache.gone):  # (nearly always empty: no second walk)
             await self.broker.metadata_updates.wait_until(lambda: not leaders() & set(cache.gone), GONE_LEADER_WAIT_S)
 
     # -- Produce ------------------------------------------------------------------------
