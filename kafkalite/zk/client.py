@@ -601,7 +601,14 @@ class ZkAdapter:
         """Pipelined: (state, zk version = partition epoch[, mzxid of the last write]);
         missing ones left out. The mzxid lets a new controller tell which replicas
         registered (restarted) after the state was written."""
-        by_path = {paths.partition_state_path(t, p): (t, p) for t, p in topic_partitions}
+        by_path: dict[str, TopicPartition] = {}
+        prefixes: dict[str, str] = {}  # each topic's name checked once, not once per partition
+        for t, p in topic_partitions:
+            prefix = prefixes.get(t)
+            if prefix is None:
+                prefix = prefixes[t] = paths.partitions_path(t) + "/"
+            assert type(p) is int and p >= 0
+            by_path[f"{prefix}{p}/state"] = (t, p)
         states = {}
         for path, reply in self.get_many(by_path).items():
             if reply is not None:
