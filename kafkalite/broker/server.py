@@ -123,6 +123,7 @@ class Broker:
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
         self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
