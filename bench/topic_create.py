@@ -96,7 +96,7 @@ def measure(partitions: int, rf: int, workdir: str, deadline_s: float, src: str 
         deadline = start + deadline_s
         admins = [AdminClient(f"{b['host']}:{b['port']}", request_timeout_ms=60000) for b in status["brokers"]]
         try:
-            out["led_s"] = max(wait_for(lambda a=a: all_led(a, partitions), deadline, "leaders") for a in admins) - start
+            out["led_s"] = max(wait_for(lambda a=a: all_led(a, partitions), deadline, "leaders", 0.25) for a in admins) - start
             out["isr_s"] = max(wait_for(lambda a=a: all_led(a, partitions, rf), deadline, "full ISRs", 0.2)
                                for a in admins) - start
         finally:
@@ -142,6 +142,7 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = ap.parse_args()
     work = args.dir or tempfile.mkdtemp(prefix="kafkalite-topic-create-")
+    os.makedirs(work, exist_ok=True)
     runs: list[tuple[str, str | None]] = []
     if args.compare:
         runs.append((args.compare[:12], export_revision(args.compare, tempfile.mkdtemp(prefix="kafkalite-ref-", dir=work))))
