@@ -16,6 +16,12 @@ topic, waits for full ISRs, then:
 
 Prints one row per partition count. Bounded: every wait has a deadline.
 
+`--controller-kill --partitions 100000` (issue 13): a fresh cluster with the shipped
+defaults holding that many partitions (topics of 10,000, RF --replication-factor, default
+1), then kill -9 of the controller: the time until another broker holds /controller, and
+until every partition the dead controller led has a new state in ZooKeeper (a new leader,
+or offline at RF 1), i.e. the new controller has loaded everything and elected.
+
 `--leader-kill --runs 5` measures what a client sees instead (issue 13), on one cluster with
 the shipped defaults: a confluent-kafka producer (acks=all, idempotent) writes a record to
 partition 0 of a 6-partition RF 3 topic (min.insync.replicas 2) every 2 ms; the leader of
@@ -284,6 +290,94 @@ def leader_kill(runs: int, victim_kind: str, workdir: str, overrides: dict | Non
     return results
 
 
+TOPIC_PARTITIONS_MAX = 10000  # one topic's assignment znode must stay under jute.maxbuffer (1 MiB)
+
+
+def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
+    """Issue 13: kill -9 of the controller of a cluster holding `partitions` partitions (in
+    topics of at most 10,000), shipped defaults. Figures: from the kill to the new
+    controller's registration in /controller, and to every partition the victim led having
+    a state written by the new controller (a new leader, or none for RF 1: offline), read
+    from ZooKeeper; plus the new controller's own "failover finished" time from its log."""
+    from kafkalite.zk.client import ZkAdapter
+
+    ports = free_ports(10)
+    cluster = LocalCluster(os.path.join(workdir, f"ck{partitions}"), brokers=3, zk_port=ports[-1],
+                           ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)], overrides={"log.level": "INFO"})
+    out: dict = {"partitions": partitions, "rf": rf}
+    try:
+        status = cluster.up()
+        admin = AdminClient(status["bootstrap"], request_timeout_ms=30000)
+        t0 = time.monotonic()
+        topics = []
+        left = partitions
+        while left > 0:
+            name, n = f"ck{len(topics)}", min(left, TOPIC_PARTITIONS_MAX)
+            try:
+                admin.create_topic(name, n, rf)
+            except Exception:  # noqa: BLE001 - TopicNotReadyError or a timeout: wait below
+                pass
+            admin.wait_for_leaders(name, n)
+            topics.append((name, n))
+            left -= n
+        out["create_s"] = time.monotonic() - t0
+        zk = KazooClient(hosts=status["zookeeper"]["connect"], timeout=10)
+        zk.start(timeout=10)
+        adapter = ZkAdapter(zk)
+        tps = [(t, p) for t, n in topics for p in range(n)]
+        states = adapter.get_partition_states(tps)
+        controller = adapter.get_controller().broker_id
+        victim_led = [tp for tp, (st, _v) in states.items() if st.leader == controller]
+        out["victim"] = controller
+        out["led_by_victim"] = len(victim_led)
+        pids = {b["id"]: b["pid"] for b in cluster.status()["brokers"]}
+        out["rss_mib"] = {b: _rss_mib(pid) for b, pid in pids.items()}
+        out["fds"] = {b: len(os.listdir(f"/proc/{pid}/fd")) for b, pid in pids.items()}
+        killed_at = time.monotonic()
+        cluster.kill(controller, "KILL")
+
+        def new_controller():
+            info = adapter.get_controller()
+            return info is not None and info.broker_id != controller and info.broker_id
+
+        new = wait_for(new_controller, DEADLINE_S, "a new controller", 0.01)
+        out["new_controller"] = new
+        out["controller_s"] = time.monotonic() - killed_at
+        pending = list(victim_led)
+        while pending and time.monotonic() < killed_at + DEADLINE_S:
+            now_states = adapter.get_partition_states(pending)
+            pending = [tp for tp in pending if now_states[tp][0].leader == controller]
+            if pending:
+                time.sleep(0.1)
+        if pending:
+            raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
+        out["elected_s"] = time.monotonic() - killed_at
+        out["failover_log"] = _failover_line(cluster.broker(new)["log"])
+        zk.stop()
+        zk.close()
+        admin.close()
+    finally:
+        cluster.down()
+    return out
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _failover_line(log_path: str) -> str:
+    found = ""
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if "controller failover finished" in line:
+                found = line.split("kafkalite.broker.controller: ", 1)[-1].strip()
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="broker failover and controlled shutdown timings")
     ap.add_argument("--partitions", type=int, nargs="+", default=[1, 1000, 10000])
@@ -293,7 +387,21 @@ def main() -> int:
     ap.add_argument("--victim", choices=("any", "other", "controller"), default="any")
     ap.add_argument("--no-process-watch", action="store_true",
                     help="controller.process.watch.enable=false: failover only at session expiry (the old behaviour)")
+    ap.add_argument("--controller-kill", action="store_true",
+                    help="kill -9 of the controller with --partitions partitions (RF --replication-factor)")
+    ap.add_argument("--replication-factor", type=int, default=1, help="with --controller-kill (default 1)")
     args = ap.parse_args()
+    if args.controller_kill:
+        workdir = args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-")
+        for n in args.partitions:
+            r = controller_kill(n, args.replication_factor, workdir)
+            rss = " ".join(f"{v:.0f}" for v in r["rss_mib"].values())
+            fds = " ".join(str(v) for v in r["fds"].values())
+            print(f"{n} partitions RF {r['rf']}: created in {r['create_s']:.1f} s; broker RSS MiB {rss}, fds {fds}; "
+                  f"killed controller {r['victim']} (leader of {r['led_by_victim']}): new controller {r['new_controller']} "
+                  f"after {r['controller_s']:.2f} s, every partition it led re-elected in ZooKeeper after "
+                  f"{r['elected_s']:.2f} s; new controller's log: {r['failover_log']}", flush=True)
+        return 0
     if args.leader_kill:
         overrides = {"controller.process.watch.enable": False} if args.no_process_watch else {}
         results = leader_kill(args.runs, args.victim, args.dir or tempfile.mkdtemp(prefix="kafkalite-failover-"), overrides)

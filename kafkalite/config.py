@@ -134,6 +134,8 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("log.segment.bytes", "int", 1 << 30, "segment size before rolling", lambda v: v >= 1024, ">= 1024"),
     Setting("log.roll.ms", "int", 7 * 24 * 3600 * 1000, "segment age before rolling", _positive, "> 0"),
     Setting("log.index.interval.bytes", "int", 4096, "bytes between offset index entries", _positive, "> 0"),
+    Setting("log.open.files.max", "int", 4096, "segment files kept open at once (least recently used ones are closed, "
+            "so idle partitions cost no file descriptor)", lambda v: v >= 2, ">= 2"),
     Setting("log.retention.ms", "int", 7 * 24 * 3600 * 1000, "delete segments older than this (-1: never)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.retention.bytes", "int", -1, "delete old segments past this size (-1: never)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.retention.check.interval.ms", "int", 300000, "how often retention runs", _positive, "> 0"),

@@ -83,6 +83,10 @@ class Controller:
         self._rebalance_task: asyncio.Task | None = None
         self._owned: set[asyncio.Task] = set()
         self._unclean_counted = 0
+        # Set by the broker: registrations (broker -> epoch) its own process watches found
+        # gone. A new controller starts from them instead of waiting for its own watches to
+        # find the same again (issue 13: the controller's death is often also a broker's).
+        self.gone_evidence: Callable[[], Mapping[int, int]] = dict
 
     @property
     def active(self) -> bool:
@@ -343,16 +347,25 @@ class Controller:
             self.watches = ProcessWatches(self.broker_id, lambda b, e: self.enqueue(ProcessGone(b, e)),
                                           lambda b, e: self.enqueue(ProcessBack(b, e)))
         brokers = await self._read_brokers()
+        t_read = time.monotonic()
         topics, states, written_zxid = await self._read_topics(await self._zk(self.zk.get_topics))
+        t_read = time.monotonic() - t_read
         marked = await self._zk(self.zk.get_topics_marked_for_deletion)
         preferred = await self._read_preferred_election_znode()
         reassignments, throttle = await self._read_reassignment()
         adds = await self._zk(self.zk.get_partition_admin_requests, "add")
         removes = await self._zk(self.zk.get_partition_admin_requests, "remove")
         self.metrics.active_controller.set(1)
+        t_core = time.monotonic()
         await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
                                             reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()}, tuple(sorted(removes))))
-        log.info("controller failover finished in %.0f ms (%d partitions)", (time.monotonic() - t0) * 1000, len(self.core.states))
+        log.info("controller failover finished in %.0f ms (%d partitions; reading them %.0f ms, deciding and writing %.0f ms)",
+                 (time.monotonic() - t0) * 1000, len(self.core.states), t_read * 1000, (time.monotonic() - t_core) * 1000)
+        for bid, epoch in self.gone_evidence().items():
+            found = self.core.live.get(bid)
+            if found is not None and found.epoch == epoch:
+                log.info("broker %d (epoch %d) was found gone before this failover: handling it now", bid, epoch)
+                self.enqueue(ProcessGone(bid, epoch))
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
 

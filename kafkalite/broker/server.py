@@ -56,6 +56,7 @@ from kafkalite.core.consumer_fetch import ClusterView
 from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.core.messages import AlterIsrResponse
 from kafkalite.core.replica_state import AlterIsrItem
+from kafkalite.log import checkpoint
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager
 from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.log_manager import LogManager
@@ -107,7 +108,8 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.metadata_cache = MetadataCache()
         self.metadata_updates = MetadataUpdates()
-        self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg))
+        self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg),
+                               open_files_max=self.settings["log.open.files.max"])
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
         # KIP-392: the selector the core asks who serves a consumer (ConfigError if a
         # plug-in cannot be set up), and the metadata cache's view it decides from.
@@ -122,6 +124,7 @@ class Broker:
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
         self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
@@ -594,6 +597,20 @@ class Broker:
         """fsync what is due in a thread; the job holds private descriptors, so appends,
         truncations and deletions go on meanwhile (kafkalite.log.log.FlushJob)."""
         now = wall_ms()
+        new_dirs = self.logs.dirs_to_sync()
+        if new_dirs:
+            # Partitions created since the last round (LogManager.get_or_create): one fsync
+            # per log dir makes all their directory entries durable.
+            self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, _fsync_dirs, list(new_dirs)))
+            try:
+                await self._flush_job
+            except OSError as e:
+                log.warning("fsync of new partition directories failed: %s", e)
+                self.logs.unsync(new_dirs)
+            else:
+                self.logs.mark_dirs_synced(new_dirs)
+            finally:
+                self._flush_job = None
         for plog in [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]:
             job = plog.begin_flush(now)
             self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, job.run))
@@ -718,3 +735,8 @@ async def run(cfg: BrokerConfig) -> int:
 
 
 __all__ = ["Broker", "run", "ErrorCode"]
+
+
+def _fsync_dirs(dirs: list[str]) -> None:
+    for d in dirs:
+        checkpoint.fsync_dir(d)

@@ -16,6 +16,7 @@ import itertools
 import os
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,17 @@ class AdminError(Exception):
 
 class NoBrokerError(AdminError):
     pass
+
+
+class TopicNotReadyError(AdminError):
+    """The topic was created, but the broker's wait for every partition's leader ended
+    first (a big topic takes longer than the request timeout): `wait_for_leaders`."""
+
+
+# `topics create` keeps waiting for leaders while their number grows; it gives up after
+# this long without one more partition getting a leader.
+LEADERS_STALL_TIMEOUT_S = 120.0
+LEADERS_POLL_INTERVAL_S = 0.5
 
 
 def resolve_bootstrap(value: str | None) -> str:
@@ -258,8 +270,42 @@ class AdminClient:
             code = t["error_code"]
             if code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise AdminError(f"topic {name!r} already exists")
+            if code == ErrorCode.REQUEST_TIMED_OUT and (t["error_message"] or "").startswith("topic created"):
+                raise TopicNotReadyError(t["error_message"])
             if code != 0:
                 raise AdminError(t["error_message"] or error_name(code))
+
+    def wait_for_leaders(self, name: str, partitions: int, *, stall_timeout_s: float = LEADERS_STALL_TIMEOUT_S,
+                         on_progress=None, clock=time.monotonic, sleep=time.sleep) -> None:
+        """Until every one of the topic's `partitions` has a leader in Metadata, for as long
+        as that takes while it progresses: AdminError after `stall_timeout_s` without one
+        more partition led. A broker too busy to answer, or not yet knowing the topic,
+        counts as no progress. `on_progress(led, partitions)` hears each increase."""
+        best = -1
+        last_progress = clock()
+        while True:
+            led = 0
+            try:
+                topic = self.metadata([name]).topics.get(name)
+                if topic is not None:
+                    led = sum(1 for p in topic.partitions if p.leader >= 0)
+                    if len(topic.partitions) == partitions and led == partitions:
+                        if on_progress is not None and led > best:
+                            on_progress(led, partitions)
+                        return
+            except NoBrokerError:
+                pass
+            except AdminError as e:
+                if "unknown topic" not in str(e):
+                    raise
+            if led > best:
+                best, last_progress = led, clock()
+                if on_progress is not None:
+                    on_progress(led, partitions)
+            elif clock() - last_progress > stall_timeout_s:
+                raise AdminError(f"topic {name!r} was created, but {partitions - max(best, 0)} of its {partitions} "
+                                 f"partitions still have no leader ({stall_timeout_s:.0f} s without progress)")
+            sleep(LEADERS_POLL_INTERVAL_S)
 
     def delete_topic(self, name: str) -> None:
         body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}

@@ -4,7 +4,8 @@ Settings come from the file, then from KAFKALITE_CFG_<KEY> environment variables
 (KAFKALITE_CFG_BROKER_ID=1 is broker.id=1: upper case, "_" for "."), then from
 --override: the last word wins (what a container image needs: one file baked in, each
 broker's id and addresses from its environment). SIGTERM and SIGINT are a controlled
-shutdown (leaderships moved away first)."""
+shutdown (leaderships moved away first). KAFKALITE_PROFILE=PREFIX profiles the process
+(cProfile statistics in PREFIX.<broker id> when it stops)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ import os
 import sys
 
 from kafkalite.config import ConfigError, load_config
+
+# KAFKALITE_PROFILE=/path/prefix: run the broker under cProfile and write its statistics to
+# /path/prefix.<broker id> when it stops (read them with python -m pstats).
+PROFILE_ENV = "KAFKALITE_PROFILE"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +50,13 @@ def run_broker(args: argparse.Namespace) -> int:
     from kafkalite.log.errors import LogDirError
     from kafkalite.zk.errors import BrokerIdInUseError
 
+    profile_to = os.environ.get(PROFILE_ENV)
+    profiler = None
+    if profile_to:  # a development aid (bench/README.md): the whole process under cProfile
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         return asyncio.run(run(cfg))
     except (BrokerIdInUseError, ConfigError) as e:  # ConfigError: a replica selector plug-in that cannot be set up
@@ -58,3 +70,7 @@ def run_broker(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile_to}.{cfg.broker_id}")

@@ -1,6 +1,6 @@
 """`kafkalite topics create|list|describe|delete`: topic administration.
 
-    kafkalite topics create NAME --partitions P --replication-factor R [--config k=v ...]
+    kafkalite topics create NAME --partitions P --replication-factor R [--config k=v ...] [--stall-timeout S]
     kafkalite topics list [--json]
     kafkalite topics describe [NAME] [--json]
     kafkalite topics delete NAME
@@ -15,6 +15,9 @@ count it removes the highest-numbered partitions and their data (seed 000 Partit
 Kafka never shipped it): refused without --force, done through ZooKeeper
 (/admin/partitions_remove, --zookeeper, default $KAFKALITE_ZOOKEEPER else 127.0.0.1:2181).
 Keyed producers' hash space shrinks with it.
+`create` returns once every partition has a leader; a topic whose creation outlasts the
+request timeout (tens of thousands of partitions) is waited for as long as partitions keep
+getting leaders (--stall-timeout without progress ends the wait with an error).
 Exit codes: 0 ok, 1 the operation failed (one line on stderr), 2 usage error.
 """
 
@@ -22,10 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from kafkalite.cli.admin_client import (
+    LEADERS_STALL_TIMEOUT_S,
     AdminClient,
     AdminError,
+    NoBrokerError,
+    TopicNotReadyError,
     TopicInfo,
     add_bootstrap_argument,
     console_for_tables,
@@ -45,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--replication-factor", type=int, required=True)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic config override (repeatable), e.g. min.insync.replicas=2")
+    create.add_argument("--stall-timeout", type=float, default=LEADERS_STALL_TIMEOUT_S, metavar="SECONDS",
+                        help="when creation outlasts the request, keep waiting for leaders until this long passes "
+                             f"without one more partition getting a leader (default {LEADERS_STALL_TIMEOUT_S:.0f})")
     create.set_defaults(func=run_create)
 
     lst = tsub.add_parser("list", help="list topic names")
@@ -95,7 +105,16 @@ def run_create(args: argparse.Namespace) -> int:
         return fail("topics create", f"--replication-factor must be at least 1, got {args.replication_factor}", 2)
     try:
         with AdminClient(resolve_bootstrap(args.bootstrap)) as admin:
-            admin.create_topic(args.name, args.partitions, args.replication_factor, configs)
+            try:
+                admin.create_topic(args.name, args.partitions, args.replication_factor, configs)
+            except (TopicNotReadyError, NoBrokerError) as e:
+                # A big topic can take longer than the request timeout (or keep the broker
+                # too busy to answer in time): it is created, or being created; wait for
+                # its leaders as long as their number grows.
+                if isinstance(e, NoBrokerError) and "timed out" not in str(e):
+                    raise
+                print(f"topic {args.name}: waiting for every partition to have a leader ({e})", file=sys.stderr)
+                admin.wait_for_leaders(args.name, args.partitions, stall_timeout_s=args.stall_timeout)
     except AdminError as e:
         return fail("topics create", str(e))
     print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")

@@ -59,6 +59,7 @@ from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem
 TP = tuple[str, int]
 
 WRITE_ATTEMPTS_MAX = 5
+OFFLINE_NOTED_MAX = 20  # partitions named in the note about partitions going offline
 TOPIC_DELETION_WAIT_MS = 30_000  # StopReplica answers awaited before the znodes go
 
 SEND_POLICY = """A request to a broker is sent, and resent after a failure or timeout, for
@@ -589,8 +590,8 @@ class Controller:
         # read back may name one as leader of an epoch whose data it lost (seed 1317).
         yield from self._fence_bounced(ev.written_zxid)
         # Tell every broker the truth with `init`, then deal with what is broken.
-        for bid in sorted(self.live):
-            self._send_update_metadata([bid], full=True)
+        # One full UpdateMetadata for all (its partition list is built, and encoded, once).
+        self._send_update_metadata(sorted(self.live), full=True)
         for bid in sorted(self.live):
             self._send_leader_and_isr(bid, self.partitions_of(bid), init=True)
         yield from self._elect_offline()
@@ -660,7 +661,8 @@ class Controller:
         # data: KIP-903's case, found by the simulator, issue 9, sweep seed 4655). A new
         # leader epoch makes the leader forget it and refuses proposals built before it.
         outside = [tp for tp, st in sorted(self.states.items())
-                   if st.leader not in (NO_LEADER, *bounced) and any(b in self._replicas_of(tp) and b not in st.isr for b in bounced)]
+                   if st.leader not in (NO_LEADER, *bounced) and any(b in self._replicas_of(tp) and b not in st.isr for b in bounced)
+                   ] if bounced else []
         if dead:
             self.live = {b: v for b, v in brokers.items() if b not in bounced}
             yield from self._elect_offline(update_metadata=False)  # the live set changed: all partitions follow
@@ -690,13 +692,19 @@ class Controller:
     def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
         behind live leaders (election.on_brokers_failed)."""
-        replicas = self._replica_map()
+        eligible = self._eligible()
+        # Only partitions on_brokers_failed could change: a leader that is not eligible (or
+        # none), or an ISR member that is not. The rest of 100,000 cost a set test each.
+        candidates = sorted(tp for tp, st in self.states.items() if st.leader not in eligible or not eligible.issuperset(st.isr))
+        if not candidates:
+            return
+        replicas = {tp: self._replicas_of(tp) for tp in candidates}
         unclean = self._unclean_by_topic()
 
         def decide(tps: Sequence[TP]) -> list[PartitionChange]:
             return election.on_brokers_failed({tp: self.states[tp] for tp in tps}, replicas, self._eligible(), unclean)
 
-        yield from self._decide_write_propagate(decide, sorted(self.states), update_metadata=update_metadata)
+        yield from self._decide_write_propagate(decide, candidates, update_metadata=update_metadata)
 
     # -------------------------------------------------------------- writes
 
@@ -706,6 +714,7 @@ class Controller:
         UpdateMetadata) for it. Partitions whose znode moved under us are decided again
         from the state found there."""
         written: list[TP] = []
+        offline: list[TP] = []
         todo = list(tps)
         for _ in range(WRITE_ATTEMPTS_MAX):
             changes = {ch.topic_partition: ch for ch in decide(todo)}
@@ -716,11 +725,18 @@ class Controller:
             for tp, ch in changes.items():
                 if self._apply(tp, outcomes[tp], self._state_of(ch)):
                     written.append(tp)
-                    self._note_change(ch)
+                    if ch.leader == NO_LEADER and not ch.unclean:
+                        offline.append(tp)  # one note for all: a broker may take 30,000 offline
+                    else:
+                        self._note_change(ch)
                 elif isinstance(outcomes[tp], Stale) and tp in self.states:
                     todo.append(tp)
             if not todo:
                 break
+        if offline:
+            shown = ", ".join(f"{t}-{p}" for t, p in offline[:OFFLINE_NOTED_MAX])
+            more = f" and {len(offline) - OFFLINE_NOTED_MAX} more" if len(offline) > OFFLINE_NOTED_MAX else ""
+            self._note(f"{len(offline)} partitions are offline, no live replica in their ISR: {shown}{more}", "warning")
         if propagate:
             self._propagate(written, update_metadata=update_metadata)
         return written
@@ -797,10 +813,7 @@ class Controller:
                               deleted_partitions: Sequence[TP] = ()) -> None:
         if full or brokers_changed:
             tps = list(self.states)  # offline replica lists depend on the live set
-        parts = tuple(PartitionMetadata(t, p, st.leader, st.leader_epoch, tuple(st.isr), replicas,
-                                        tuple(b for b in replicas if b not in self.live))
-                      for (t, p) in tps if (t, p) in self.states and (replicas := self._replicas_of((t, p)))
-                      for st in [self.states[(t, p)]])
+        parts = self._partition_metadata(tps)
         endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch, b.endpoints)
                           for _, b in sorted(self.live.items()))
         configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
@@ -809,6 +822,24 @@ class Controller:
                 self._out.sends.append(Send(bid, UpdateMetadata(
                     self.broker_id, self.epoch, self.live[bid].epoch, endpoints, parts, full, tuple(deleted), configs,
                     tuple(deleted_partitions))))
+
+    def _partition_metadata(self, tps: Iterable[TP]) -> tuple[PartitionMetadata, ...]:
+        """What UpdateMetadata says of each partition; a plain loop, since a new controller
+        builds it for every partition (100,000) at once."""
+        live, states, topics = self.live, self.states, self.topics
+        parts = []
+        for tp in tps:
+            st = states.get(tp)
+            topic = topics.get(tp[0])
+            if st is None or topic is None:
+                continue
+            replicas = topic.partitions.get(tp[1])
+            if not replicas:
+                continue
+            replicas = tuple(replicas)
+            offline = () if all(b in live for b in replicas) else tuple(b for b in replicas if b not in live)
+            parts.append(PartitionMetadata(tp[0], tp[1], st.leader, st.leader_epoch, tuple(st.isr), replicas, offline))
+        return tuple(parts)
 
     # -------------------------------------------------------------- topics (seed B)
 

@@ -147,9 +147,7 @@ class UpdateMetadata:
     deleted_partitions: tuple[TP, ...] = ()  # removed partitions of topics that stay
 
     def to_wire(self) -> dict[str, Any]:
-        parts: dict[str, dict[int, list[Any]]] = {}
-        for m in self.partitions:
-            parts.setdefault(m.topic, {})[m.partition] = [m.leader, m.leader_epoch, list(m.isr), list(m.replicas), list(m.offline)]
+        parts = _encoded_partitions(self.partitions)
         return {
             "controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
             "broker_epoch": self.broker_epoch, "full": self.full,
@@ -172,6 +170,25 @@ class UpdateMetadata:
             topic_configs=_configs(h.get("topic_configs")),
             deleted_partitions=tuple((str(t), int(p)) for t, p in h.get("deleted_partitions") or ()),
         )
+
+
+# The wire form of the last partition list encoded: a controller sends one UpdateMetadata
+# with the same partitions to every broker (all 100,000 after a failover), so it is encoded
+# once. Kept with the tuple itself, so identity means the same (immutable) list; the wire
+# form is only read (packed by msgpack), never changed.
+_last_encoded: tuple[tuple[PartitionMetadata, ...], dict[str, dict[int, list[Any]]]] | None = None
+
+
+def _encoded_partitions(partitions: tuple[PartitionMetadata, ...]) -> dict[str, dict[int, list[Any]]]:
+    global _last_encoded
+    if _last_encoded is not None and _last_encoded[0] is partitions:
+        return _last_encoded[1]
+    parts: dict[str, dict[int, list[Any]]] = {}
+    for m in partitions:
+        parts.setdefault(m.topic, {})[m.partition] = [m.leader, m.leader_epoch, list(m.isr), list(m.replicas), list(m.offline)]
+    if len(partitions) > 1:
+        _last_encoded = (partitions, parts)
+    return parts
 
 
 # ------------------------------------------------------------------ StopReplica

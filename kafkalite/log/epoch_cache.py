@@ -120,7 +120,11 @@ class LeaderEpochCache:
         while keep > 0 and (self._epochs[keep - 1] >= epoch or self._offsets[keep - 1] >= start_offset):
             keep -= 1
         if keep < len(self._epochs):
-            log.info(
+            # An epoch that starts where the new one does held no batch: replacing it is
+            # routine (a new partition's first leadership changes); anything else is news.
+            routine = all(o == start_offset for o in self._offsets[keep:])
+            log.log(
+                logging.DEBUG if routine else logging.INFO,
                 "%s: assigning epoch %d at %d removes entries %s",
                 self.path, epoch, start_offset, self.epoch_entries()[keep:],
             )

@@ -94,6 +94,12 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._dir_dirty = False  # segments created or deleted since the last flush
+        # A log created empty: its directory's entries (and the directory's own entry in
+        # the log dir, see LogManager.get_or_create) are made durable by its first flush,
+        # not at creation. Unlike _dir_dirty this does not make a flush due: an empty log
+        # that vanishes in a crash lost nothing.
+        self.dir_unsynced = False
+        self.parent_dir_unsynced = False
         self._truncations = 0  # lets an in-flight flush job see that a truncation happened
         self._rolled_since_flush = False
         # The log cleaner's progress (Kafka's cleaner checkpoint): offsets below it were
@@ -114,29 +120,39 @@ class Log:
         parsed = parse_partition_dir_name(os.path.basename(dir_path))
         if parsed is None:
             raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
+        epoch_path = os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT)
         try:
-            os.makedirs(dir_path, exist_ok=True)
+            try:
+                os.mkdir(dir_path)
+                new_dir = True  # a new partition (the common case when a topic is created)
+            except FileExistsError:
+                new_dir = False
+            except FileNotFoundError:
+                os.makedirs(dir_path, exist_ok=True)
+                new_dir = True
             # Finish or undo a cleaner's swap a crash interrupted; segments it swapped in
-            # get their indexes rebuilt.
-            swapped_in = segment_swap.recover(dir_path)
-            names = os.listdir(dir_path)
+            # get their indexes rebuilt. A directory just made holds nothing to look at.
+            swapped_in = set() if new_dir else segment_swap.recover(dir_path)
+            names = [] if new_dir else os.listdir(dir_path)
         except OSError as e:
             raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
         bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
-        epoch_cache = LeaderEpochCache.load(os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT))
+        epoch_cache = LeaderEpochCache(epoch_path) if new_dir else LeaderEpochCache.load(epoch_path)
         segments: list[LogSegment] = []
         try:
             for base in bases:
                 segments.append(LogSegment.open_existing(dir_path, base, config))
             segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown, swapped_in)
-            if not segments:
-                segments.append(LogSegment.create(dir_path, 0, config, now_ms))
+            created = not segments
+            if created:
+                segments.append(LogSegment.create(dir_path, 0, config, now_ms, new_dir=new_dir))
         except OSError as e:
             for s in segments:
                 s.close()
             raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
         topic, partition = parsed
         result = cls(dir_path, topic, partition, config, segments, epoch_cache, now_ms)
+        result.dir_unsynced = created
         epoch_cache.truncate_from_end(result._leo)
         epoch_cache.truncate_from_start(result.log_start_offset)
         if not clean_shutdown:
@@ -634,11 +650,14 @@ class Log:
             if segment.unflushed:
                 segment.offset_index.write_pending()
                 segment.time_index.write_pending()
-                job.fds.append(os.dup(segment.fd))
+                job.fds.append(segment.dup_fd())
                 job.index_paths += [segment.offset_index.path, segment.time_index.path]
                 segment.unflushed = False
-        job.fsync_dir = self._dir_dirty
+        job.fsync_dir = self._dir_dirty or self.dir_unsynced
+        job.fsync_parent = self.parent_dir_unsynced
         self._dir_dirty = False
+        self.dir_unsynced = False
+        self.parent_dir_unsynced = False
         self._rolled_since_flush = False
         self._unflushed_messages = 0
         return job
@@ -655,6 +674,7 @@ class Log:
         for segment in self._segments:
             segment.unflushed = True
         self._dir_dirty = True
+        self.parent_dir_unsynced = self.parent_dir_unsynced or job.fsync_parent
         if job.epochs is not None:
             self.leader_epoch_cache.dirty = True
 
@@ -692,9 +712,12 @@ class FlushJob:
         self.index_paths: list[str] = []
         self.epochs: tuple[str, list[tuple[int, int]]] | None = None
         self.fsync_dir = False
+        self.fsync_parent = False  # the log dir, for a new log's own entry (LogManager.get_or_create)
 
     def run(self) -> None:
         try:
+            if self.fsync_parent:  # first, so no flushed byte sits in a directory a crash can lose
+                checkpoint.fsync_dir(os.path.dirname(self.dir))
             if self.epochs is not None:
                 checkpoint.write_epochs(*self.epochs)
             for fd in self.fds:

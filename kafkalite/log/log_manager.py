@@ -21,6 +21,7 @@ from kafkalite.log import checkpoint
 from kafkalite.log.config import LogConfig
 from kafkalite.log.errors import LogDirError
 from kafkalite.log.log import Log, parse_partition_dir_name
+from kafkalite.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +33,21 @@ TopicPartition = tuple[str, int]
 
 class LogManager:
     def __init__(self, log_dirs: list[str], config: LogConfig,
-                 topic_configs: Callable[[str], LogConfig | None] | Mapping[str, LogConfig] | None = None) -> None:
+                 topic_configs: Callable[[str], LogConfig | None] | Mapping[str, LogConfig] | None = None,
+                 *, open_files_max: int | None = None) -> None:
         assert log_dirs, "at least one log dir"
+        if open_files_max is not None:  # a bound for the whole process (kafkalite.log.open_files)
+            LogSegment.files.set_max(open_files_max)
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         assert len(set(self.log_dirs)) == len(self.log_dirs), "log dirs must be distinct"
         self.config = config
         self._topic_configs = topic_configs
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Partitions per log dir, kept as logs come and go: get_or_create picks the emptiest
+        # dir without counting every log (a 10,000-partition topic was O(n^2)).
+        self._count: dict[str, int] = {d: 0 for d in self.log_dirs}
+        self._unsynced: set[TopicPartition] = set()  # created, directory entry not yet fsync'd
 
     def config_for(self, topic: str) -> LogConfig:
         found = None
@@ -90,6 +98,7 @@ class LogManager:
                 clean_shutdown=clean, now_ms=now_ms,
             )
             self._dir_of[parsed] = log_dir
+            self._count[log_dir] += 1
             opened = self._logs[parsed]
             first_dirty = cleaner_points.get(parsed, opened.log_start_offset)
             if opened.log_start_offset <= first_dirty <= opened.log_end_offset:
@@ -119,16 +128,58 @@ class LogManager:
             return existing
         assert topic and "/" not in topic and topic not in (".", "..")
         assert partition >= 0
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        log_dir = min(self.log_dirs, key=lambda d: (self._count[d], self.log_dirs.index(d)))
         path = os.path.join(log_dir, f"{topic}-{partition}")
         created = Log.open(path, config or self.config_for(topic), clean_shutdown=True, now_ms=now_ms)
-        checkpoint.fsync_dir(log_dir)
+        # No fsync of the log dir here (10,000 of them made creating a topic take seconds).
+        # Until the new directory's entry is durable, a crash may lose it, which is safe: it
+        # then holds nothing durable either, because the first flush of its data runs
+        # sync_new_dirs (or the log's own flush job fsyncs the log dir first, see
+        # Log.parent_dir_unsynced), and a lost empty replica is recreated by the next
+        # LeaderAndIsr and caught up by replication like any replica that lost unflushed
+        # data (acks=all durability comes from replication, DESIGN.md section 3). The HW
+        # checkpoint may name it meanwhile: a HW above a log's end is clamped on load.
+        created.parent_dir_unsynced = True
+        self._unsynced.add(key)
         self._logs[key] = created
         self._dir_of[key] = log_dir
+        self._count[log_dir] += 1
         return created
+
+    def sync_new_dirs(self) -> int:
+        """fsync each log dir that gained partitions since the last call: one fsync per dir
+        covers every partition created in it. Returns how many dirs were synced. In the
+        event-loop thread; the periodic flush splits it around a thread with
+        `dirs_to_sync` / `mark_dirs_synced`."""
+        pending = self.dirs_to_sync()
+        for log_dir in pending:
+            checkpoint.fsync_dir(log_dir)
+        self.mark_dirs_synced(pending)
+        return len(pending)
+
+    def dirs_to_sync(self) -> dict[str, list[TopicPartition]]:
+        """Event-loop thread: the partitions whose directory entry is not yet durable, by
+        log dir (a snapshot; partitions created after it wait for the next sync)."""
+        pending: dict[str, list[TopicPartition]] = {}
+        for key in self._unsynced:
+            log_dir = self._dir_of.get(key)
+            if log_dir is not None:
+                pending.setdefault(log_dir, []).append(key)
+        self._unsynced.clear()
+        return pending
+
+    def mark_dirs_synced(self, synced: Mapping[str, list[TopicPartition]]) -> None:
+        """Event-loop thread, after the fsyncs of `dirs_to_sync`'s snapshot succeeded."""
+        for keys in synced.values():
+            for key in keys:
+                lg = self._logs.get(key)
+                if lg is not None:
+                    lg.parent_dir_unsynced = False
+
+    def unsync(self, pending: Mapping[str, list[TopicPartition]]) -> None:
+        """The fsyncs of a `dirs_to_sync` snapshot failed: those entries are pending again."""
+        for keys in pending.values():
+            self._unsynced.update(keys)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close and remove a partition's log. The dir is first renamed to
@@ -138,6 +189,8 @@ class LogManager:
         if removed is None:
             return False
         log_dir = self._dir_of.pop(key)
+        self._count[log_dir] -= 1
+        self._unsynced.discard(key)
         removed.close()
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         os.rename(removed.dir, doomed)
@@ -200,6 +253,7 @@ class LogManager:
         """Flush every log on a few threads (fsync releases the GIL), so a clean shutdown of
         10,000 partitions is not 10,000 serial fsync round trips. The caller (close, at
         shutdown) guarantees nothing else touches the logs meanwhile."""
+        self.sync_new_dirs()  # once per dir, not once per new log (Log.parent_dir_unsynced)
         logs = list(self._logs.values())
         with ThreadPoolExecutor(max_workers=self.FLUSH_THREADS, thread_name_prefix="flush") as pool:
             errors = [e for e in pool.map(_flush_one, logs) if e is not None]
@@ -218,6 +272,7 @@ class LogManager:
             checkpoint.write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
         self._logs.clear()
         self._dir_of.clear()
+        self._count = {d: 0 for d in self.log_dirs}
 
 
 def _is_our_deleted_dir(name: str) -> bool:

@@ -14,6 +14,7 @@ from kafkalite.log import records
 from kafkalite.log.config import LogConfig
 from kafkalite.log.errors import CorruptRecordError
 from kafkalite.log.index import OffsetIndex, TimeIndex
+from kafkalite.log.open_files import OPEN_FILES, OpenFiles
 from kafkalite.log.records import (
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -79,7 +80,11 @@ def _write_all(fd: int, pieces: list, position: int, total_bytes: int) -> None:
 
 
 class LogSegment:
-    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, fd: int, size: int, file_suffix: str = "") -> None:
+    # The bounded LRU of open `.log` descriptors (kafkalite.log.open_files): a segment's
+    # descriptor is opened on first use and may be closed again while the segment is idle.
+    files: OpenFiles = OPEN_FILES
+
+    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, size: int, file_suffix: str = "") -> None:
         """`file_suffix` names a segment being written under a temporary name (the log
         cleaner's `.cleaned` files, kafkalite.log.segment_swap); "" for a live segment."""
         self.dir = dir_path
@@ -89,7 +94,8 @@ class LogSegment:
         self.log_path = stem + LOG_SUFFIX + file_suffix
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset)
-        self._fd = fd
+        self._fd = -1  # owned by `files`: -1 while not open
+        self._closed = False
         self.size = size
         self.next_offset = base_offset  # last offset + 1 of the last batch (base if empty)
         self.max_timestamp = -1  # largest batch max timestamp seen
@@ -101,23 +107,32 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = "") -> LogSegment:
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = "",
+               *, new_dir: bool = False) -> LogSegment:
         """A new empty segment. Stale files of the same name (left by our own truncation)
-        are emptied: a new segment is only ever created at or above the log end offset."""
+        are emptied: a new segment is only ever created at or above the log end offset.
+        `new_dir`: the directory was just created empty, so there are no stale index files
+        to empty (indexes are created on their first entry) and the empty `.log` file has
+        nothing to flush (the directory's first flush makes its entry durable, see
+        Log.dir_unsynced; if a crash loses it, opening the log creates it again)."""
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(dir_path, base_offset, config, fd, 0, file_suffix)
-        segment.offset_index.reset()
-        segment.time_index.reset()
+        segment = cls(dir_path, base_offset, config, 0, file_suffix)
+        cls.files.add(segment, fd)
+        if not new_dir:
+            segment.offset_index.reset()
+            segment.time_index.reset()
         segment.rolling_timestamp_ms = now_ms
-        segment.unflushed = True
+        segment.unflushed = not new_dir
         return segment
 
     @classmethod
     def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR)
-        return cls(dir_path, base_offset, config, fd, os.fstat(fd).st_size)
+        segment = cls(dir_path, base_offset, config, os.fstat(fd).st_size)
+        cls.files.add(segment, fd)
+        return segment
 
     @classmethod
     def adopt(cls, dir_path: str, config: LogConfig, state: SegmentState) -> LogSegment:
@@ -126,7 +141,8 @@ class LogSegment:
         `state`, which must describe the files exactly."""
         path = os.path.join(dir_path, segment_name(state.base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR)
-        segment = cls(dir_path, state.base_offset, config, fd, state.size_bytes)
+        segment = cls(dir_path, state.base_offset, config, state.size_bytes)
+        cls.files.add(segment, fd)
         assert os.fstat(fd).st_size == state.size_bytes
         segment.offset_index.install(list(state.offset_index))
         segment.time_index.install(list(state.time_index))
@@ -151,11 +167,11 @@ class LogSegment:
         return bool(self.offset_index._pending or self.time_index._pending)
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if not self._closed:
+            self._closed = True
             self.offset_index.close()
             self.time_index.close()
-            os.close(self._fd)
-            self._fd = -1
+            self.files.close(self)
 
     def delete_files(self) -> None:
         self.close()
@@ -167,13 +183,23 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        assert self._fd >= 0
-        return self._fd
+        """The open descriptor, reopened if the LRU closed it: use it on this thread, now."""
+        assert not self._closed
+        return self.files.fd(self)
+
+    def dup_fd(self) -> int:
+        """A private descriptor of the `.log` file (for a flush in another thread)."""
+        assert not self._closed
+        return self.files.dup(self)
 
     def flush(self) -> None:
         """fsync the segment and its indexes. Called from the flush thread while the event
         loop does not append (see Log.flush)."""
-        os.fsync(self._fd)
+        fd = self.dup_fd()
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.unflushed = False
@@ -193,7 +219,7 @@ class LogSegment:
         `batches` holds (base offset, last offset, max timestamp, size) per batch in order."""
         assert batches[0][0] >= self.next_offset
         position = self.size
-        _write_all(self._fd, pieces, position, total_bytes)
+        _write_all(self.fd, pieces, position, total_bytes)
         interval = self.config.index_interval_bytes
         max_timestamp = self.max_timestamp
         since_index = self.bytes_since_index_entry
@@ -219,8 +245,9 @@ class LogSegment:
         leader's hot path; same bookkeeping, no per-call lists)."""
         assert base >= self.next_offset
         position = self.size
-        if os.pwritev(self._fd, (prefix, body), position) != size:
-            _write_all(self._fd, [prefix, body], position, size)  # short write: finish it
+        fd = self.fd
+        if os.pwritev(fd, (prefix, body), position) != size:
+            _write_all(fd, [prefix, body], position, size)  # short write: finish it
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base
@@ -247,14 +274,14 @@ class LogSegment:
     # ------------------------------------------------------------------ read
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return os.pread(self.fd, size, position)
 
     def header_at(self, position: int) -> tuple | None:
         """Raw header fields of the batch at `position`, None at the end of the segment.
         Raises CorruptRecordError if the bytes there are not a whole batch's framing."""
         if position >= self.size:
             return None
-        data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+        data = os.pread(self.fd, BATCH_HEADER_SIZE, position)
         if len(data) < BATCH_HEADER_SIZE:
             raise CorruptRecordError(f"{self.log_path}: torn batch header at {position}")
         fields = HEADER_STRUCT.unpack_from(data)
@@ -292,7 +319,7 @@ class LogSegment:
         if found is None:
             return self.next_offset
         position, fields = found
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self.fd, position)
         self.size = position
         dropped_base = fields[H_BASE_OFFSET]
         self.offset_index.truncate_to_offset(dropped_base)
@@ -365,7 +392,7 @@ class LogSegment:
         batch (to rebuild the leader epoch cache). Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self.fd).st_size
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_index_entry = 0
@@ -380,7 +407,7 @@ class LogSegment:
         while position < self.size:
             local = position - chunk_start
             if len(chunk) - local < BATCH_HEADER_SIZE:
-                chunk = os.pread(self._fd, _SCAN_CHUNK_BYTES, position)
+                chunk = os.pread(self.fd, _SCAN_CHUNK_BYTES, position)
                 chunk_start, local = position, 0
             if len(chunk) - local < BATCH_HEADER_SIZE:
                 log.warning("%s: torn batch header at %d; truncating", self.log_path, position)
@@ -393,7 +420,7 @@ class LogSegment:
                 break
             batch_size = fields[H_BATCH_LENGTH] + LOG_OVERHEAD
             if local + batch_size > len(chunk):
-                chunk = os.pread(self._fd, max(_SCAN_CHUNK_BYTES, batch_size), position)
+                chunk = os.pread(self.fd, max(_SCAN_CHUNK_BYTES, batch_size), position)
                 chunk_start, local = position, 0
                 if batch_size > len(chunk):
                     log.warning("%s: torn batch at %d; truncating", self.log_path, position)
@@ -424,7 +451,7 @@ class LogSegment:
             good_end = position
         truncated = self.size - good_end
         if truncated:
-            os.ftruncate(self._fd, good_end)
+            os.ftruncate(self.fd, good_end)
             self.size = good_end
             self.unflushed = True
         self.rolling_timestamp_ms = first_timestamp

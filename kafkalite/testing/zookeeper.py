@@ -34,7 +34,10 @@ from kafkalite.testing.ports import LOOPBACK_HOST, free_port, free_ports
 
 CLASSPATH_ENV = "ZOOKEEPER_CLASSPATH"
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-JAVA_HEAP_ARG = "-Xmx128m"
+# A ceiling, not a reservation: the JVM takes what it uses. 100,000 partitions are 200,000
+# znodes plus 1,000-op multis in flight, which ran out of 128 MiB (issue 13); zkServer.sh's
+# own default is 1000 MiB.
+JAVA_HEAP_ARG = "-Xmx512m"
 
 # zookeeper.jar's manifest Class-Path already names jute, netty, metrics and slf4j-api by
 # absolute path; they are listed again so the classpath does not depend on the manifest

@@ -313,7 +313,11 @@ def _decode_partition_map(r: _Reader, raw: Any, what: str, entry: str) -> dict[i
     for key, replicas in raw.items():
         if not key.isdigit():
             r.fail(f"{what}: key {key!r} is not a partition number")
-        out[int(key)] = r.broker_ids(replicas, f"{entry} of partition {key}")
+        if (type(replicas) is list and all(type(b) is int and b >= 0 for b in replicas)
+                and len(set(replicas)) == len(replicas)):
+            out[int(key)] = replicas  # the common case, checked in one expression (10,000 per topic)
+        else:
+            out[int(key)] = r.broker_ids(replicas, f"{entry} of partition {key}")
     return dict(sorted(out.items()))
 
 
@@ -346,7 +350,24 @@ def decode_topic_assignment(data: bytes | None, path: str) -> TopicAssignment:
     return TopicAssignment(partitions=partitions, config=dict(raw_config), adding_replicas=adding, removing_replicas=removing)
 
 
+_decode_json = json.JSONDecoder().decode
+
+
 def decode_partition_state(data: bytes | None, path: str) -> PartitionState:
+    """A new controller decodes every partition's state (100,000 of them), so a well-formed
+    one takes a fast path with the same checks in one expression; anything else goes
+    through the _Reader, which names what is wrong."""
+    try:
+        obj = _decode_json(bytes(data).decode("utf-8")) if data else None
+    except (UnicodeDecodeError, ValueError):
+        obj = None
+    if type(obj) is dict:
+        leader, epoch, isr, controller_epoch = (obj.get("leader"), obj.get("leader_epoch"), obj.get("isr"),
+                                                obj.get("controller_epoch"))
+        if (type(leader) is int and leader >= NO_LEADER and type(epoch) is int and epoch >= 0
+                and type(controller_epoch) is int and controller_epoch >= 0 and type(isr) is list
+                and all(type(b) is int and b >= 0 for b in isr) and len(set(isr)) == len(isr)):
+            return PartitionState(leader=leader, leader_epoch=epoch, isr=isr, controller_epoch=controller_epoch)
     r = _Reader(data, path)
     return PartitionState(
         leader=r.int("leader", NO_LEADER),

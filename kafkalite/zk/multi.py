@@ -23,7 +23,9 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import ZnodeStat
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from kafkalite.zk import paths
 from kafkalite.zk.errors import ControllerMovedError, ZkError
@@ -149,18 +151,27 @@ class BatchWriter:
         return self._collect(ops, self._submit(ops, fence_version), fence_version)
 
     def _submit(self, ops: list[Op], fence_version: int | None):
-        transaction = self.client.transaction()
+        """Send one multi. Built from kazoo's request types directly rather than through
+        `client.transaction()`, whose per-op path normalisation cost more Python time than
+        ZooKeeper took to apply 10,000 creates; the paths are ours, absolute and normal."""
+        client = self.client
+        chroot = client.chroot or ""
+        acl = client.default_acl or OPEN_ACL_UNSAFE
+        requests: list = []
         if fence_version is not None:
-            transaction.check(paths.controller_epoch_path(), fence_version)
+            requests.append(CheckVersion(chroot + paths.controller_epoch_path(), fence_version))
         for op in ops:
+            path = chroot + op.path
             if op.kind == "create":
-                transaction.create(op.path, op.data, ephemeral=op.ephemeral)
+                requests.append(Create(path, op.data, acl, 1 if op.ephemeral else 0))
             elif op.kind == "set":
-                transaction.set_data(op.path, op.data, version=op.version)
+                requests.append(SetData(path, op.data, op.version))
             else:
-                transaction.delete(op.path, version=op.version)
+                requests.append(Delete(path, op.version))
         with calls(ops[0].path):
-            return transaction.commit_async()
+            async_result = client.handler.async_result()
+            client._call(Transaction(requests), async_result)
+            return async_result
 
     def _collect(self, ops: list[Op], async_result, fence_version: int | None) -> list:
         with calls(ops[0].path):

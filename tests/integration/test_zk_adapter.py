@@ -109,6 +109,37 @@ def test_get_many_pipelines_reads_and_maps_missing_znodes_to_none(zk_client):
     assert [replies[f"/r{i}"][0] for i in range(20)] == [str(i).encode() for i in range(20)]
 
 
+def test_get_many_by_multi_read_agrees_with_single_reads(zk_client):
+    """Issue 13: a new controller reads 100,000 partition states in multiRead requests."""
+    batched = ZkAdapter(zk_client, reads_in_flight_max=700, multi_read_paths_max=300)
+    single = ZkAdapter(zk_client, multi_read=False)
+    batched.multi_create([(f"/m{i}", str(i).encode() * (i % 5)) for i in range(2500) if i % 7])
+    wanted = [f"/m{i}" for i in range(2500)] + ["/nope/deeper"]
+    by_multi = batched.get_many(wanted)
+    assert batched._multi_read_answered  # the server took multiRead (ZooKeeper 3.6+)
+    assert by_multi == single.get_many(wanted)
+    assert by_multi["/m7"] is None
+    assert by_multi["/nope/deeper"] is None
+    assert by_multi["/m8"][0] == b"888"
+    assert by_multi["/m5"][0] == b""
+    assert by_multi["/m8"][1].version == 0
+
+
+def test_creating_10000_partition_states_takes_a_few_multis_and_keeps_existing_parents(adapter):
+    states = {("big", p): _state(p % 3 + 1) for p in range(10_000)}
+    before = adapter.writer.transactions_committed
+    results = adapter.create_partition_states(states, None)
+    assert set(results.values()) == {0}
+    assert adapter.writer.transactions_committed - before <= 25  # 20,000 creates, 1,000 per multi
+    # Partitions added later: one of them already has its partitions/<p> znode.
+    adapter.create(paths.partition_path("big", 10_001), b"", makepath=True)
+    more = {("big", p): _state(1) for p in range(10_000, 10_003)}
+    assert set(adapter.create_partition_states(more, None).values()) == {0}
+    loaded = adapter.get_partition_states(list(states) + list(more))
+    assert len(loaded) == 10_003
+    assert loaded[("big", 4)] == (_state(2), 0)
+
+
 def test_register_broker_returns_czxid_epoch_and_refuses_a_duplicate_id(adapter, zk_client_factory):
     epoch = adapter.register_broker(_registration(1))
     assert epoch > 0

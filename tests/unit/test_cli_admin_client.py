@@ -200,3 +200,54 @@ def test_usage_errors_exit_2_with_one_line(capsys, broker):
     with pytest.raises(SystemExit) as exc:
         main(["consume", "a", "--from-beginning", "--offset", "3"])
     assert exc.value.code == 2
+
+
+class _ScriptedMetadata(AdminClient):
+    """Metadata answers from a script: an int is that many led partitions (of 4), None an
+    unknown topic, an exception is raised."""
+
+    def __init__(self, script):
+        super().__init__("127.0.0.1:1")
+        self.script = list(script)
+
+    def metadata(self, topics=None):
+        from kafkalite.cli.admin_client import ClusterMetadata, PartitionInfo, TopicInfo
+
+        step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(step, Exception):
+            raise step
+        if step is None:
+            raise AdminError("unknown topic 't'")
+        parts = [PartitionInfo(p, 1 if p < step else -1, 0, [1], [1], [], 0) for p in range(4)]
+        return ClusterMetadata("c", 1, [], {"t": TopicInfo("t", parts)})
+
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def test_topics_create_waits_for_leaders_as_long_as_they_keep_coming():
+    """Issue 13: a 10,000-partition topic outlasts the request timeout; the CLI waits on."""
+    clock = _FakeClock()
+    seen = []
+    script = [None, NoBrokerError("no answer (timed out)")] + [0] * 100 + [1] * 200 + [2, 3, 4]
+    admin = _ScriptedMetadata(script)
+    admin.wait_for_leaders("t", 4, stall_timeout_s=120, on_progress=lambda led, n: seen.append(led),
+                           clock=clock, sleep=clock.sleep)
+    assert seen == [0, 1, 2, 3, 4]
+    assert clock.now > 120  # longer than the stall bound in all, never that long without progress
+
+
+def test_topics_create_gives_up_after_the_stall_timeout_without_progress():
+    clock = _FakeClock()
+    admin = _ScriptedMetadata([2])
+    with pytest.raises(AdminError, match="2 of its 4 partitions still have no leader"):
+        admin.wait_for_leaders("t", 4, stall_timeout_s=30, clock=clock, sleep=clock.sleep)
+    assert 30 < clock.now < 32
