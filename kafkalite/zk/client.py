@@ -45,7 +45,6 @@ from kafkalite.zk.errors import (
     ZnodeNotFoundError,
 )
 from kafkalite.zk.kazoo_errors import calls, translate
-from kafkalite.zk.multi_read import MultiRead
 from kafkalite.zk.multi import (
     TRANSACTION_BYTES_MAX_DEFAULT,
     TRANSACTION_OPS_MAX_DEFAULT,
@@ -53,6 +52,7 @@ from kafkalite.zk.multi import (
     Op,
     OpResult,
 )
+from kafkalite.zk.multi_read import MultiRead
 
 TopicPartition = tuple[str, int]
 
