@@ -175,11 +175,12 @@ def cluster(cluster_factory) -> LocalCluster:
 
 # -- a real Spark standalone cluster -----------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark_standalone(tmp_path_factory: pytest.TempPathFactory):
     """A Spark standalone master and two 1-core workers (separate JVMs, loopback, free ports),
-    shared by one test module (about 11 s to start on the 2-core test machines); every
-    process it started is stopped after the module, pass or fail. Build sessions on it with
+    shared by every test that asks for it (about 11 s to start on the 2-core test machines,
+    and idle in between: each test module builds and stops its own application on it); every
+    process it started is stopped at the end of the session, pass or fail. Build sessions on it with
     kafkalite.testing.spark_cluster.session_builder(cluster, app_name)."""
     pytest.importorskip("pyspark")
     from kafkalite.testing.spark_cluster import SparkStandaloneCluster
