@@ -13,11 +13,19 @@ no acknowledgement for `--stall-seconds` while every partition has a leader (a c
 stranded by the cluster), the group consuming nothing for `--group-stall-seconds` while the
 producer is acknowledged, the group not catching up with the producer 120 s after the end, and a live
 cluster not fully replicated 60 s after an action (a live broker left out of the ISR).
+
+Everything the producer and the group's members did is recorded as a history (every
+invocation, acknowledgement, failure and read, kafkalite.testing.history), and at the end
+the history checker holds it against the final log: nothing acknowledged lost, no
+duplicates, contiguous offsets never reused, no read of data later truncated, one order
+per partition for every consumer. Its first violation is printed with its context, and the
+history is written to `--history` (or, on a violation, to the cluster directory).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import threading
@@ -26,8 +34,9 @@ import time
 from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.testing.cluster import ClusterError, LocalCluster
 from kafkalite.testing.group_watch import GroupWatch
+from kafkalite.testing.history import History, check
 from kafkalite.testing.probes import partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
-from kafkalite.testing.verify import VerifyingProducer, verify
+from kafkalite.testing.verify import VerifyingProducer, read_final_log, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
 
@@ -150,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                          "two in a row twice that)")
     ap.add_argument("--replication-seconds", type=float, default=60,
                     help="fail when the cluster is not fully replicated this long after an action")
+    ap.add_argument("--history", default=None,
+                    help="write the run's history (JSON lines) here; by default it is written to the cluster "
+                         "directory only when the checker finds a violation")
     args = ap.parse_args(argv)
     actions = [a.strip() for a in args.actions.split(",") if a.strip()]
     bad = [a for a in actions if a not in ACTIONS]
@@ -174,12 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     boot = status["bootstrap"]
     say(f"seed {seed}; {n} brokers; topic {args.topic} ({args.partitions} partitions, RF {rf}, min.insync.replicas {min_isr})")
     ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
+    history = History()
     producer = VerifyingProducer(boot, args.topic, rate_per_s=args.rate, seconds_max=args.seconds + 300,
-                                 prefix=f"chaos{seed}")
+                                 prefix=f"chaos{seed}", history=history)
     producer.start()
     group = None
     if args.group_members > 0:
-        group = GroupWatch(boot, args.topic, f"chaos{seed}-group", members=args.group_members, seconds_max=args.seconds + 600)
+        group = GroupWatch(boot, args.topic, f"chaos{seed}-group", members=args.group_members, seconds_max=args.seconds + 600,
+                           history=history)
         group.start()
     watch = StallWatch(cluster, producer, args.topic, args.partitions, args.stall_seconds, group, args.group_stall_seconds)
     watch.start()
@@ -233,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         not_replicated.append("NOT REPLICATED: cluster not fully replicated 120 s after the last action")
     acked, failed = producer.snapshot()
     say(f"producer stopped: {producer.sent} sent, {acked} acknowledged, {failed} failed (failures are allowed; losses are not)")
-    verdict = verify(boot, args.topic, args.partitions, producer.acked)
+    final = read_final_log(boot, args.topic, args.partitions)
+    verdict = verify(boot, args.topic, args.partitions, producer.acked, final)
     for p in verdict.problems:
         say(f"  {p}")
     say(f"{len(done_actions)} actions: " + ", ".join(f"{a}({v})" for a, v in done_actions))
@@ -255,6 +270,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{ledger.rebalances} assignments; " + ("NO ACKNOWLEDGED COMMIT WAS LOST" if not group_problems else "COMMITS WERE LOST"))
         for p in group_problems[:20]:
             say(f"  {p}")
+    # The topic may hold earlier runs' records; this run's values carry its seed.
+    prefix = f"chaos{seed}-".encode()
+    checked = check(history.events(), final, ours=lambda v: v.startswith(prefix))
+    say(checked.report())
+    history_path = args.history or (None if checked.ok else os.path.join(args.dir, f"chaos-history-{seed}.jsonl"))
+    if history_path:
+        history.dump(history_path)
+        say(f"history of {len(history)} events written to {history_path}")
     liveness = watch.stalls + not_replicated
     if liveness:
         say(f"LIVENESS FAILED: {len(watch.stalls)} producer stalls, {len(not_replicated)} times not fully replicated")
@@ -263,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         say(f"LIVENESS OK: the producer was never silent for {args.stall_seconds:.0f} s and the cluster was fully "
             f"replicated within {args.replication_seconds:.0f} s of every action")
-    return 0 if verdict.ok and not liveness and not group_problems else 1
+    return 0 if verdict.ok and checked.ok and not liveness and not group_problems else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ assignor, eager rebalances), each in its own thread, committing synchronously ev
 - the group makes progress: `stalled_s()` is how long no member consumed anything.
 
 `caught_up(acked)` says whether the members together consumed every acknowledged record's
-offset, and `committed_offsets()` reads the commits back with a fresh client.
+offset, and `committed_offsets()` reads the commits back with a fresh client. With a
+`history` (kafkalite.testing.history) every record a member consumes is recorded as a read
+by that member, for the history checker.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import time
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kafkalite.testing.history import History
 
 POLL_S = 0.2
 
@@ -51,8 +55,9 @@ class GroupLedger:
 
 class GroupMember(threading.Thread):
     def __init__(self, ledger: GroupLedger, bootstrap: str, topic: str, group: str, name: str, commit_every: int,
-                 seconds_max: float) -> None:
+                 seconds_max: float, history: History | None = None) -> None:
         super().__init__(daemon=True, name=name)
+        self.history = history
         self.ledger, self.bootstrap, self.topic, self.group = ledger, bootstrap, topic, group
         self.commit_every, self.seconds_max = commit_every, seconds_max
         self._halt = threading.Event()
@@ -97,6 +102,8 @@ class GroupMember(threading.Thread):
                 if msg is None or msg.error() is not None:
                     continue
                 p, offset = msg.partition(), msg.offset()
+                if self.history is not None:
+                    self.history.read(self.name, msg.value(), p, offset)
                 floor = self._floor.pop(p, None)
                 with self.ledger.lock:
                     if floor is not None and 0 <= offset < floor:
@@ -118,10 +125,11 @@ class GroupWatch:
     """`members` consumers of `group`; `start()`, later `stop()` (joins them)."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, *, members: int = 2, commit_every: int = 500,
-                 seconds_max: float = 3600) -> None:
+                 seconds_max: float = 3600, history: History | None = None) -> None:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.ledger = GroupLedger()
-        self.members = [GroupMember(self.ledger, bootstrap, topic, group, f"{group}-member-{i}", commit_every, seconds_max)
+        self.members = [GroupMember(self.ledger, bootstrap, topic, group, f"{group}-member-{i}", commit_every, seconds_max,
+                                    history)
                         for i in range(members)]
 
     def start(self) -> None:

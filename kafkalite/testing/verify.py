@@ -5,7 +5,9 @@ every acknowledgement (partition, offset). Afterwards `verify` reads each partit
 its log start to the HW and checks guarantee 1 and 3 of DESIGN.md section 7: every
 acknowledged value is at its acknowledged offset, offsets are contiguous (none skipped or
 repeated), and no acknowledged value appears twice. `replica_logs_identical` checks
-guarantee 2 on the segment files of every replica.
+guarantee 2 on the segment files of every replica. With a `history`
+(kafkalite.testing.history) the producer also records every invocation and answer, so the
+run can be held against the final log by the history checker.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from kafkalite.testing.history import FinalLog, History
+
 
 @dataclasses.dataclass
 class Acked:
@@ -31,7 +35,8 @@ class VerifyingProducer(threading.Thread):
     """Bounded in count and time; `stop()` then `join()`."""
 
     def __init__(self, bootstrap: str, topic: str, *, count_max: int = 1_000_000, seconds_max: float = 600,
-                 rate_per_s: float = 2000, prefix: str = "v"):
+                 rate_per_s: float = 2000, prefix: str = "v", history: History | None = None,
+                 process: str = "producer-1"):
         super().__init__(daemon=True, name="verifying-producer")
         self.bootstrap = bootstrap
         self.topic = topic
@@ -39,6 +44,8 @@ class VerifyingProducer(threading.Thread):
         self.seconds_max = seconds_max
         self.rate_per_s = rate_per_s
         self.prefix = prefix
+        self.history = history
+        self.process = process
         self.acked: dict[bytes, Acked] = {}
         self.failed: dict[bytes, str] = {}
         self.sent = 0
@@ -77,7 +84,14 @@ class VerifyingProducer(threading.Thread):
         conf["error_cb"] = on_error
         p = Producer(conf)
 
+        history, process = self.history, self.process
+
         def on_delivery(err, msg) -> None:
+            if history is not None:
+                if err is None:
+                    history.ok(process, msg.value(), msg.partition(), msg.offset())
+                else:
+                    history.fail(process, msg.value(), str(err))
             with self.lock:
                 if err is None:
                     self.acked[msg.value()] = Acked(msg.partition(), msg.offset())
@@ -89,8 +103,12 @@ class VerifyingProducer(threading.Thread):
         start = time.monotonic()
         interval = 1.0 / self.rate_per_s
         next_at = start
+        last_invoked = b""  # a value retried after BufferError is invoked once
         while not self._halt.is_set() and self.sent < self.count_max and time.monotonic() - start < self.seconds_max:
             value = f"{self.prefix}-{self.sent}".encode()
+            if history is not None and value != last_invoked:
+                history.invoke(process, value)
+                last_invoked = value
             try:
                 p.produce(self.topic, value=value, key=value, on_delivery=on_delivery)
                 self.sent += 1
@@ -167,12 +185,20 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float 
         c.close()
 
 
-def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked]) -> Verdict:
+def read_final_log(bootstrap: str, topic: str, partitions: int) -> FinalLog:
+    """Every partition from its log start to its HW, read once for `verify` and the history
+    checker."""
+    return FinalLog({p: read_partition(bootstrap, topic, p) for p in range(partitions)})
+
+
+def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked], final: FinalLog | None = None) -> Verdict:
     problems: list[str] = []
     read = 0
     where: dict[bytes, tuple[int, int]] = {}
+    if final is None:
+        final = read_final_log(bootstrap, topic, partitions)
     for p in range(partitions):
-        records = read_partition(bootstrap, topic, p)
+        records = final.partitions.get(p, [])
         read += len(records)
         offsets = [o for o, _ in records]
         if offsets and offsets != list(range(offsets[0], offsets[0] + len(offsets))):

@@ -150,6 +150,10 @@ def test_bin_chaos_reports_nothing_lost(cluster):
     assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout
     assert "NO ACKNOWLEDGED COMMIT WAS LOST" in proc.stdout  # the verifying consumer group
     assert "actions:" in proc.stdout
+    # The history checker (issue 14) saw the producer's answers and the group's reads.
+    checked = next(line for line in proc.stdout.splitlines() if "history check" in line)
+    assert "history check OK" in checked and " 0 lost, 0 duplicated" in checked, checked
+    assert " 0 reads by" not in checked and " by 2 consumers" in checked, checked
 
 
 def test_bin_chaos_fails_on_a_silent_producer_and_a_cluster_not_fully_replicated(cluster):

@@ -228,3 +228,22 @@ def test_event_kinds_are_checked_on_load():
         assert "unknown event kind 'maybe'" in str(e)
     else:
         raise AssertionError("an unknown kind was accepted")
+
+
+def test_records_of_earlier_runs_are_left_alone_when_told_which_values_are_ours():
+    h, final = clean(consumers=0)
+    log = {p: [(o + 2, v) for o, v in rs] for p, rs in final.partitions.items()}
+    log[0] = [(0, b"old-1"), (1, b"old-2")] + log[0]
+    log[1] = [(0, b"old-3"), (1, b"v-0")] + log[1]  # v-0 is ours: an earlier run's is not told apart
+    h2 = History(clock=_clock())
+    for e in h.events():
+        if e.kind == "invoke":
+            h2.invoke(e.process, e.value)
+        else:
+            h2.ok(e.process, e.value, e.partition, e.offset + 2)
+    h2.read("consumer-0", b"old-1", 0, 0)
+    mine = check(h2.events(), FinalLog(log), ours=lambda v: v.startswith(b"v-"))
+    assert rules(mine) == {"duplicate"}, mine.report()
+    assert mine.counts["reads"] == 0 and mine.counts["final_records"] == 14
+    every = check(h2.events(), FinalLog(log))
+    assert {"phantom", "duplicate"} <= rules(every)
