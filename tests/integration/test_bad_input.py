@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kafkalite.log.records import decode_records, encode_batch
 from kafkalite.protocol.codec import decode_response, encode_request
 from kafkalite.protocol.schema import ApiKey
+from kafkalite.testing.fuzz_frames import KINDS, FrameFuzzer
 from kafkalite.testing.probes import broker_state
 
 CLIENT = "well-behaved"
@@ -142,6 +143,17 @@ def test_malformed_frames_never_harm_the_broker_or_other_clients(cluster_factory
 
     throw()
     assert counter["n"] >= 2000
+    # The fuzz soak's frames (bench/fuzz_soak.py, issue 14), a short run: real clients'
+    # frames mutated, truncated and spliced, lying lengths, and garbage at the RPC port.
+    fuzzer = FrameFuzzer(seed=14)
+    kinds: set[str] = set()
+    for i in range(3000):
+        kind, data = fuzzer.next()
+        kinds.add(kind)
+        _send_raw(b["inter_broker_port"] if kind == "rpc" else port, data)
+        if i % 500 == 0:
+            good.produce_and_check()
+    assert kinds == set(KINDS)
     good.produce_and_check()
     assert good.read_all() == good.sent
     state = broker_state(b["admin_port"])
