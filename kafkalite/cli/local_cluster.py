@@ -1,11 +1,21 @@
 """`bin/cluster`: start, inspect, signal and stop a local cluster of real processes.
 
     bin/cluster up [--brokers N] [--dir DIR] [--base-port P] [--zk-port P] [--racks r1,r2,...] [--override k=v]
+                   [--netns PREFIX]
     bin/cluster status [--dir DIR] [--json]
     bin/cluster kill ID [--signal KILL|TERM|STOP|CONT] [--dir DIR]
     bin/cluster start ID [--dir DIR]
     bin/cluster add-broker [--rack R] [--dir DIR]
     bin/cluster down [--dir DIR]
+
+Network faults, for a cluster started with --netns (each member in its own network
+namespace, kafkalite.testing.netns); members are broker ids and `zk`; `heal` undoes all:
+
+    bin/cluster partition --isolate ID [--clients]     # ID cut from every other member
+    bin/cluster partition --between 1,2 3              # group 1,2 cut from group 3, both ways
+    bin/cluster partition --oneway 1 2                 # packets from 1 to 2 dropped
+    bin/cluster netem ID [--delay 50ms] [--loss 5%]
+    bin/cluster heal
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import sys
 from kafkalite.cli.admin_client import console_for_tables
 from kafkalite.config import ConfigError, parse_overrides
 from kafkalite.testing.cluster import ClusterError, LocalCluster
+from kafkalite.testing.netns import NetnsError
 
 
 def _table(status: dict) -> None:
@@ -26,13 +37,38 @@ def _table(status: dict) -> None:
 
     console = console_for_tables()
     zk = status["zookeeper"]
-    console.print(f"ZooKeeper {zk['connect']} (pid {zk['pid']}) {'up' if zk['alive'] else '[red]down[/red]'}")
-    t = Table("id", "pid", "client", "inter-broker", "admin", "rack", "alive", "registered", "controller")
+    where = f" in namespace {zk['namespace']}" if zk.get("namespace") else ""
+    console.print(f"ZooKeeper {zk['connect']}{where} (pid {zk['pid']}) {'up' if zk['alive'] else '[red]down[/red]'}")
+    netns = "netns" in status
+    t = Table("id", "pid", "client", "inter-broker", "admin", "rack", "alive", "registered", "controller",
+              *(["namespace"] if netns else []))
     for b in status["brokers"]:
         t.add_row(str(b["id"]), str(b["pid"]), f"{b['host']}:{b['port']}", str(b["inter_broker_port"]), str(b["admin_port"]),
                   b["rack"] or "-", "yes" if b["alive"] else "[red]no[/red]", "yes" if b["registered"] else "no",
-                  "*" if b["controller"] else "")
+                  "*" if b["controller"] else "", *([b["namespace"]] if netns else []))
     console.print(t)
+    if netns:
+        n = status["netns"]
+        console.print(f"network namespaces {n['prefix']}-*: subnet {n['subnet']} on bridge {n['bridge']} "
+                      f"(this host is {n['host_address']})")
+
+
+def _members(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _percent(text: str) -> float:
+    value = float(text.rstrip("%"))
+    return value / 100
+
+
+def _millis(text: str) -> float:
+    t = text.strip().lower()
+    if t.endswith("ms"):
+        return float(t[:-2])
+    if t.endswith("s"):
+        return float(t[:-1]) * 1000
+    return float(t)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--zk-port", type=int, default=2181)
     up.add_argument("--racks", default="", help="comma-separated rack per broker")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker config for every broker")
+    up.add_argument("--netns", metavar="PREFIX", default=None,
+                    help="run ZooKeeper and each broker in a network namespace of its own (PREFIX-zk, PREFIX-b1, ...), "
+                         "joined by a bridge; needs root")
     st = sub.add_parser("status", help="what runs where")
     st.add_argument("--json", action="store_true")
     kill = sub.add_parser("kill", help="signal one broker")
@@ -54,14 +93,25 @@ def main(argv: list[str] | None = None) -> int:
     add = sub.add_parser("add-broker", help="start one more broker (the next id) in the running cluster")
     add.add_argument("--rack", default="", help="its broker.rack")
     sub.add_parser("down", help="stop everything this cluster started")
-    for p in (up, st, kill, start, add, sub.choices["down"]):
+    part = sub.add_parser("partition", help="cut members of a --netns cluster apart (undone by heal)")
+    how = part.add_mutually_exclusive_group(required=True)
+    how.add_argument("--isolate", metavar="ID", help="cut broker ID (or zk) from every other member")
+    how.add_argument("--between", nargs=2, metavar=("GROUP", "GROUP"), help="cut group A from group B, e.g. 1,2 3")
+    how.add_argument("--oneway", nargs=2, metavar=("FROM", "TO"), help="drop packets from FROM to TO only")
+    part.add_argument("--clients", action="store_true", help="with --isolate: cut the host's clients too")
+    netem = sub.add_parser("netem", help="delay and/or lose packets of one member of a --netns cluster")
+    netem.add_argument("id", help="broker id or zk")
+    netem.add_argument("--delay", default="0ms", help="e.g. 50ms")
+    netem.add_argument("--loss", default="0%", help="e.g. 5%%")
+    sub.add_parser("heal", help="undo every partition and netem")
+    for p in (up, st, kill, start, add, sub.choices["down"], part, netem, sub.choices["heal"]):
         p.add_argument("--dir", default=".cluster", help="cluster directory (default ./.cluster)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "up":
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
             c = LocalCluster(args.dir, brokers=args.brokers, base_port=args.base_port, zk_port=args.zk_port,
-                             racks=racks, overrides=parse_overrides(args.override))
+                             racks=racks, overrides=parse_overrides(args.override), netns=args.netns)
             status = c.up()
             _table(status)
             boot = status["bootstrap"]
@@ -108,6 +158,38 @@ def main(argv: list[str] | None = None) -> int:
             c.down()
             print("cluster stopped")
             return 0
+        if args.cmd == "partition":
+            net = c.network()
+            if args.clients and not args.isolate:
+                print("bin/cluster: --clients goes with --isolate", file=sys.stderr)
+                return 2
+            if args.isolate:
+                net.isolate(args.isolate, clients=args.clients)
+                print(f"{args.isolate} is cut from every other member" + (" and from clients" if args.clients else
+                                                                          " (clients on this host still reach it)"))
+            elif args.between:
+                net.between(_members(args.between[0]), _members(args.between[1]))
+                print(f"{args.between[0]} and {args.between[1]} are cut from each other")
+            else:
+                net.oneway(*args.oneway)
+                print(f"packets from {args.oneway[0]} to {args.oneway[1]} are dropped")
+            return 0
+        if args.cmd == "netem":
+            try:
+                delay, loss = _millis(args.delay), _percent(args.loss)
+            except ValueError:
+                print(f"bin/cluster: netem: cannot read --delay {args.delay!r} / --loss {args.loss!r} "
+                      "(e.g. --delay 50ms --loss 5%)", file=sys.stderr)
+                return 2
+            print(f"{args.id}: " + c.network().netem(args.id, delay_ms=delay, loss=loss))
+            return 0
+        if args.cmd == "heal":
+            c.network().heal()
+            print("every partition and netem undone")
+            return 0
+    except NetnsError as e:
+        print(f"bin/cluster: {e}", file=sys.stderr)
+        return 1
     except (ClusterError, ConfigError) as e:
         print(f"bin/cluster: {e}", file=sys.stderr)
         return 1

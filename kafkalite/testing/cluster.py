@@ -7,6 +7,12 @@ up to BROKERS_MAX before the blocks would overlap. Everything lives under one di
 `cluster.json` (what runs where, and the `--override`s every broker gets), `zookeeper/`,
 and `broker-<id>/` with `server.properties`, `data/` and `broker.log`. Processes are
 started in their own sessions and only ever signalled by the PIDs recorded here.
+
+With `netns=PREFIX` (issue 14, kafkalite.testing.netns) ZooKeeper and every broker run in
+network namespaces of their own (`PREFIX-zk`, `PREFIX-b<id>`) joined by a bridge, each on
+its namespace's address instead of 127.0.0.1 (same ports); clients on the host reach them
+through the bridge, and `net` makes network faults between them. `down` removes the
+namespaces.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.testing import zookeeper as zkmod
+from kafkalite.testing.netns import NetnsError, NetnsLayout
 from kafkalite.testing.zookeeper import ZooKeeperServer
 
 STATE_FILE = "cluster.json"
@@ -70,7 +77,7 @@ class LocalCluster:
     def __init__(self, directory: str | os.PathLike, *, brokers: int = 3, base_port: int = 9092, zk_port: int = 2181,
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
-                 ports: list[tuple[int, int, int]] | None = None):
+                 ports: list[tuple[int, int, int]] | None = None, netns: str | None = None):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -87,6 +94,8 @@ class LocalCluster:
         if ports is not None and len(ports) != brokers:
             raise ClusterError("ports must list (client, inter-broker, admin) for every broker")
         self.ports = ports
+        self.netns = netns
+        self.net: NetnsLayout | None = None
         self.zk: ZooKeeperServer | None = None
         self.state: dict[str, Any] = {}
         self._procs: dict[int, subprocess.Popen] = {}
@@ -102,7 +111,18 @@ class LocalCluster:
         c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"],
                 overrides=state.get("overrides", {}))
         c.state = state
+        if state.get("netns"):
+            c.net = NetnsLayout.from_dict(state["netns"])
+            c.netns = c.net.prefix
         return c
+
+    def network(self) -> NetnsLayout:
+        """The namespaces' layout, for network faults; only a cluster started with netns has one."""
+        self._reload()
+        if not self.state.get("netns"):
+            raise ClusterError("this cluster does not run in network namespaces (start it with `bin/cluster up --netns PREFIX`)")
+        self.net = NetnsLayout.from_dict(self.state["netns"])
+        return self.net
 
     def _reload(self) -> None:
         """cluster.json is the truth shared by every process driving this cluster (bin/chaos
@@ -128,17 +148,33 @@ class LocalCluster:
             running = [b["id"] for b in old["brokers"] if pid_alive(b.get("pid"))]
             if running or pid_alive(old["zookeeper"].get("pid")):
                 raise ClusterError(f"a cluster is already running in {self.dir} (brokers {running}); `bin/cluster down` first")
+        if self.netns:
+            if self.external_zk:
+                raise ClusterError("--netns runs its own ZooKeeper in a namespace; it cannot use an external one")
+            try:
+                self.net = NetnsLayout.plan(self.netns, range(1, self.count + 1))
+                if self.net.exists():
+                    raise ClusterError(f"network namespaces of prefix {self.netns!r} exist already "
+                                       f"(bridge {self.net.bridge}); `bin/cluster down` the cluster using them first")
+                self.net.create()
+            except NetnsError as e:
+                raise ClusterError(f"cannot set up the network namespaces: {e}") from None
         if self.external_zk:
             zk_state = {"connect": self.external_zk, "pid": None, "port": None}
         else:
-            self.zk = ZooKeeperServer(self.dir / "zookeeper", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms)
+            where = {} if self.net is None else {"host": self.net.member("zk").address, "wrap": self.net.wrap("zk")}
+            self.zk = ZooKeeperServer(self.dir / "zookeeper", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms, **where)
             try:
                 self.zk.start()
             except Exception as e:  # noqa: BLE001 - any start failure is reported the same way
+                if self.net is not None:
+                    self.net.destroy()
                 raise ClusterError(f"ZooKeeper did not start on port {self.zk_port}: {e}") from None
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
+        if self.net is not None:
+            self.state["netns"] = self.net.to_dict()
         for i in range(1, self.count + 1):
             self.state["brokers"].append(self._write_broker_config(i))
         self._save()
@@ -162,23 +198,27 @@ class LocalCluster:
             port, ib_port, ad_port = self._scheme_ports(i)
         if rack is None:
             rack = self.racks[i - 1] if self.racks else ""
+        host = "127.0.0.1" if self.net is None else self.net.member(str(i)).address
         props = {
-            "broker.id": i, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "inter.broker.listener": f"127.0.0.1:{ib_port}", "admin.listener": f"127.0.0.1:{ad_port}",
+            "broker.id": i, "listeners": f"PLAINTEXT://{host}:{port}",
+            "inter.broker.listener": f"{host}:{ib_port}", "admin.listener": f"{host}:{ad_port}",
             "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": str(bdir / "data"),
             "broker.rack": rack,
         }
         props.update(self.overrides)
         cfg = bdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        return {"id": i, "pid": None, "host": "127.0.0.1", "port": port, "inter_broker_port": ib_port, "admin_port": ad_port,
+        return {"id": i, "pid": None, "host": host, "port": port, "inter_broker_port": ib_port, "admin_port": ad_port,
                 "rack": rack or None, "log_dirs": [str(bdir / "data")], "config": str(cfg), "log": str(bdir / "broker.log")}
 
     def _spawn(self, b: dict[str, Any]) -> None:
         log = open(b["log"], "ab")
         try:
+            # In a namespace: `ip netns exec` enters it and execs the broker (same PID).
+            net = NetnsLayout.from_dict(self.state["netns"]) if self.state.get("netns") else None
+            wrap = net.wrap(str(b["id"])) if net is not None else []
             proc = subprocess.Popen(
-                [self.python, "-m", "kafkalite.cli.main", "broker", "--config", b["config"]],
+                [*wrap, self.python, "-m", "kafkalite.cli.main", "broker", "--config", b["config"]],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 cwd=str(self.dir),
             )
@@ -212,7 +252,7 @@ class LocalCluster:
 
         for b in self.state["brokers"]:
             if b["id"] in want:
-                known = {x["id"] for x in broker_state(b["admin_port"], timeout_s=2)["metadata"]["brokers"]}
+                known = {x["id"] for x in broker_state(b["admin_port"], host=b["host"], timeout_s=2)["metadata"]["brokers"]}
                 if not registered <= known:
                     return False
         return True
@@ -253,7 +293,14 @@ class LocalCluster:
             if new_id > BROKERS_MAX:
                 raise ClusterError(f"broker {new_id} would leave the base-port scheme (at most {BROKERS_MAX} brokers)")
             ports = self._scheme_ports(new_id)
-        self._check_ports_free(new_id, ports)
+        if self.state.get("netns"):
+            try:
+                self.network().add_broker(new_id)
+            except NetnsError as e:
+                raise ClusterError(f"cannot make a namespace for broker {new_id}: {e}") from None
+            self.state["netns"] = self.net.to_dict()  # type: ignore[union-attr]
+        else:
+            self._check_ports_free(new_id, ports)
         b = self._write_broker_config(new_id, ports=ports, rack=rack or "")
         self.state["brokers"].append(b)
         self.count = len(self.state["brokers"])
@@ -295,11 +342,20 @@ class LocalCluster:
                 "controller": controller == b["id"], "log": b["log"],
             })
         zk = self.state["zookeeper"]
-        return {
+        out = {
             "bootstrap": ",".join(f"{b['host']}:{b['port']}" for b in self.state["brokers"]),
             "zookeeper": {"connect": zk["connect"], "pid": zk["pid"], "alive": zk_ok},
             "controller": controller, "brokers": brokers, "dir": str(self.dir),
         }
+        if self.state.get("netns"):
+            net = NetnsLayout.from_dict(self.state["netns"])
+            for b in brokers:
+                m = net.member(str(b["id"]))
+                b["namespace"], b["address"] = m.namespace, m.address
+            out["zookeeper"].update(namespace=net.member("zk").namespace, address=net.member("zk").address)
+            out["netns"] = {"prefix": net.prefix, "subnet": net.subnet, "bridge": net.bridge,
+                            "host_address": net.host_address}
+        return out
 
     # -- process control ----------------------------------------------------------------
     def broker(self, broker_id: int) -> dict[str, Any]:
@@ -361,6 +417,8 @@ class LocalCluster:
         if self.state:
             self.state["zookeeper"]["pid"] = None
             self._save()
+        if self.state.get("netns"):
+            errors += NetnsLayout.from_dict(self.state["netns"]).destroy()
         if errors:
             raise ClusterError("; ".join(errors))
 

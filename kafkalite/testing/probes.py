@@ -44,7 +44,7 @@ def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None
         if not b["alive"]:
             continue
         try:
-            st = broker_state(b["admin_port"])
+            st = broker_state(b["admin_port"], host=b["host"])
         except OSError:
             continue
         meta = st["metadata"]["topics"].get(topic, {}).get(str(partition))
@@ -73,7 +73,7 @@ def topic_fully_replicated(cluster, topic: str) -> bool:
         if not b["alive"]:
             continue
         try:
-            st = broker_state(b["admin_port"])
+            st = broker_state(b["admin_port"], host=b["host"])
         except OSError:
             continue
         rank = (st["metadata"]["controller_epoch"], 1 if st["controller"].get("active") else 0)
@@ -93,7 +93,8 @@ def consumer_bytes_served(cluster, broker_id: int, topic: str) -> dict[str, floa
     out = {"leader": 0.0, "follower": 0.0, "same_rack": 0.0, "redirects": 0.0}
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = metrics_text(cluster.broker(broker_id)["admin_port"])
+    b = cluster.broker(broker_id)
+    text = metrics_text(b["admin_port"], host=b["host"])
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("topic") != topic:

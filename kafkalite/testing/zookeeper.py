@@ -223,7 +223,12 @@ class ZooKeeperServer:
         classpath: str | None = None,
         log_path: str | os.PathLike | None = None,
         quorum: QuorumMember | None = None,
+        host: str = LOOPBACK_HOST,
+        wrap: list[str] | None = None,
     ) -> None:
+        """`host`: the address it serves on; `wrap`: an argv prefix it is launched under,
+        e.g. `ip netns exec NAME` to run it in a network namespace (issue 14), where `host`
+        is that namespace's address."""
         assert tick_time_ms > 0
         self.data_dir = Path(data_dir)
         self.port = port if port is not None else free_port()
@@ -231,6 +236,8 @@ class ZooKeeperServer:
         self.classpath = classpath
         self.log_path = Path(log_path) if log_path is not None else self.data_dir / "zookeeper.log"
         self.quorum = quorum
+        self._host = host
+        self.wrap = list(wrap or [])
         self._process: subprocess.Popen | None = None
         self._log_file: IO[bytes] | None = None
 
@@ -238,11 +245,11 @@ class ZooKeeperServer:
 
     @property
     def host(self) -> str:
-        return LOOPBACK_HOST
+        return self._host
 
     @property
     def connect_string(self) -> str:
-        return f"{LOOPBACK_HOST}:{self.port}"
+        return f"{self._host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -257,7 +264,7 @@ class ZooKeeperServer:
 
     def mode(self) -> str | None:
         """'standalone', 'leader', 'follower', or None when not serving."""
-        return server_mode(LOOPBACK_HOST, self.port)
+        return server_mode(self._host, self.port)
 
     # -- lifecycle
 
@@ -282,7 +289,7 @@ class ZooKeeperServer:
         self._log_file = open(self.log_path, "ab")
         try:
             self._process = subprocess.Popen(
-                [java, JAVA_HEAP_ARG, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
+                [*self.wrap, java, JAVA_HEAP_ARG, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
@@ -360,7 +367,7 @@ class ZooKeeperServer:
             f"tickTime={self.tick_time_ms}",
             f"dataDir={self.data_dir.resolve()}",
             f"clientPort={self.port}",
-            f"clientPortAddress={LOOPBACK_HOST}",
+            f"clientPortAddress={self._host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=*",
             # Session timeouts are clamped to [2, 20] ticks by the server; say so explicitly.
