@@ -14,6 +14,12 @@ stranded by the cluster), the group consuming nothing for `--group-stall-seconds
 producer is acknowledged, the group not catching up with the producer 120 s after the end, and a live
 cluster not fully replicated 60 s after an action (a live broker left out of the ISR).
 
+With `--netns` (a cluster started with `bin/cluster up --netns`, each member in its own
+network namespace) it also makes network faults, each held for a few seconds and then
+healed: a broker isolated from ZooKeeper and the other brokers while clients still reach
+it, ZooKeeper isolated, the controller cut from the other brokers, packets dropped one way
+between two brokers, and 5% packet loss at every broker.
+
 Everything the producer and the group's members did is recorded as a history (every
 invocation, acknowledgement, failure and read, kafkalite.testing.history), and at the end
 the history checker holds it against the final log: nothing acknowledged lost, no
@@ -39,6 +45,9 @@ from kafkalite.testing.probes import partition_view, topic_fully_replicated, wai
 from kafkalite.testing.verify import VerifyingProducer, read_final_log, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
+# With --netns (a cluster started with `bin/cluster up --netns`): network faults, each held
+# for a few seconds and then healed (kafkalite.testing.netns).
+NET_ACTIONS = ("isolate", "isolate-zk", "split-controller", "oneway", "loss")
 
 
 def say(msg: str) -> None:
@@ -139,13 +148,42 @@ class StallWatch(threading.Thread):
         return True
 
 
+def network_fault(net, action: str, rng: random.Random, ids: list[int], controller: int | None) -> str | None:
+    """Make one network fault (undone by net.heal()); what was done, or None if it cannot be now."""
+    if action == "isolate":
+        victim = rng.choice(ids)
+        net.isolate(str(victim))
+        return f"isolate broker {victim} (clients still reach it)"
+    if action == "isolate-zk":
+        net.isolate("zk")
+        return "isolate ZooKeeper"
+    if action == "split-controller":
+        if controller is None:
+            return None
+        net.between([str(controller)], [str(b) for b in ids if b != controller])
+        return f"cut controller {controller} from the other brokers (not from ZooKeeper)"
+    if action == "oneway":
+        src, dst = rng.sample(ids, 2)
+        net.oneway(str(src), str(dst))
+        return f"drop packets from broker {src} to broker {dst}"
+    if action == "loss":
+        for b in ids:
+            net.netem(str(b), loss=0.05)
+        return "5% packet loss at every broker"
+    raise AssertionError(action)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bin/chaos", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".cluster")
     ap.add_argument("--seconds", type=float, default=60, help="how long to run the chaos (default 60)")
     ap.add_argument("--interval", type=float, default=8, help="seconds between actions (default 8)")
     ap.add_argument("--pause-seconds", type=float, default=9, help="SIGSTOP duration; past the session timeout makes a zombie")
-    ap.add_argument("--actions", default=",".join(ACTIONS), help=f"comma-separated subset of {','.join(ACTIONS)}")
+    ap.add_argument("--actions", default=None,
+                    help=f"comma-separated subset of {','.join(ACTIONS)} (default all), and with --netns of "
+                         f"{','.join(NET_ACTIONS)}")
+    ap.add_argument("--netns", action="store_true",
+                    help="also make network faults (the cluster must run in network namespaces: bin/cluster up --netns)")
     ap.add_argument("--topic", default="chaos")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=500, help="messages per second")
@@ -163,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the run's history (JSON lines) here; by default it is written to the cluster "
                          "directory only when the checker finds a violation")
     args = ap.parse_args(argv)
-    actions = [a.strip() for a in args.actions.split(",") if a.strip()]
-    bad = [a for a in actions if a not in ACTIONS]
+    allowed = ACTIONS + (NET_ACTIONS if args.netns else ())
+    actions = [a.strip() for a in (args.actions or ",".join(allowed)).split(",") if a.strip()]
+    bad = [a for a in actions if a not in allowed]
     if bad or not actions:
-        print(f"bin/chaos: unknown action(s) {bad}; choose from {', '.join(ACTIONS)}", file=sys.stderr)
+        hint = "" if args.netns else f" (network faults {', '.join(NET_ACTIONS)} need --netns)"
+        print(f"bin/chaos: unknown action(s) {bad}; choose from {', '.join(allowed)}{hint}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -176,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterError as e:
         print(f"bin/chaos: {e}", file=sys.stderr)
         return 1
+    net = None
+    if args.netns:
+        try:
+            net = cluster.network()
+        except ClusterError as e:
+            print(f"bin/chaos: --netns: {e}", file=sys.stderr)
+            return 1
     down = [b["id"] for b in status["brokers"] if not b["alive"]]
     if down:
         print(f"bin/chaos: brokers {down} are not running; `bin/cluster start ID` them first", file=sys.stderr)
@@ -213,6 +260,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             action = rng.choice(actions)
             st = cluster.status()
+            if action in NET_ACTIONS:
+                assert net is not None
+                ids = [b["id"] for b in st["brokers"]]
+                described = network_fault(net, action, rng, ids, st["controller"])
+                if described is None:
+                    continue
+                acked, failed = producer.snapshot()
+                held = rng.uniform(3, 12) if action != "loss" else rng.uniform(10, 20)
+                say(f"{described} for {held:.1f} s  (acked so far {acked}, failed {failed})")
+                try:
+                    time.sleep(held)
+                finally:
+                    net.heal()
+                done_actions.append((action, described))
+                say("  healed")
+                continue
             victim = st["controller"] if action == "kill-controller" else rng.choice([b["id"] for b in st["brokers"]])
             if victim is None:
                 continue
@@ -234,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted; verifying what was written so far")
     finally:
+        if net is not None:
+            net.heal()
         for b in cluster.status()["brokers"]:
             if b["alive"]:
                 try:
@@ -251,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = verify(boot, args.topic, args.partitions, producer.acked, final)
     for p in verdict.problems:
         say(f"  {p}")
-    say(f"{len(done_actions)} actions: " + ", ".join(f"{a}({v})" for a, v in done_actions))
+    say(f"{len(done_actions)} actions: " + ", ".join(f"{a}({v})" if a not in NET_ACTIONS else a for a, v in done_actions))
     say(("NOTHING ACKNOWLEDGED WAS LOST. " if verdict.ok else "ACKNOWLEDGED DATA WAS LOST OR MOVED. ") + verdict.summary())
     group_problems: list[str] = []
     if group is not None:
