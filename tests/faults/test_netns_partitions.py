@@ -249,3 +249,21 @@ def test_packet_loss_between_every_member_loses_nothing(net_cluster, workload):
         net.heal()
     wait_until(lambda: fully_replicated(net_cluster, w.topic, PARTITIONS), 90, "every ISR full after the loss")
     w.finish()
+
+
+def test_bin_chaos_with_network_faults_reports_nothing_lost(net_cluster):
+    """`bin/chaos --netns`: network faults mixed with process faults, then the checks."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkalite.cli.chaos", "--dir", str(net_cluster.dir), "--netns", "--seconds", "20",
+         "--interval", "1", "--rate", "200", "--partitions", "3", "--seed", "7",
+         "--actions", "isolate,isolate-zk,oneway,loss,kill"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "history check OK" in proc.stdout and "LIVENESS OK" in proc.stdout
+    done = next(line for line in proc.stdout.splitlines() if " actions: " in line)
+    assert any(a in done for a in ("isolate", "oneway", "loss")), done
+    assert net_cluster.network().faults() == {}  # healed
