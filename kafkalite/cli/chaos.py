@@ -155,8 +155,9 @@ def network_fault(net, action: str, rng: random.Random, ids: list[int], controll
         net.isolate(str(victim))
         return f"isolate broker {victim} (clients still reach it)"
     if action == "isolate-zk":
-        net.isolate("zk")
-        return "isolate ZooKeeper"
+        member = rng.choice(net.zookeepers)  # "zk", or one member of an ensemble
+        net.isolate(member)
+        return f"isolate ZooKeeper ({member})"
     if action == "split-controller":
         if controller is None:
             return None

@@ -1,7 +1,7 @@
 """`bin/cluster`: start, inspect, signal and stop a local cluster of real processes.
 
     bin/cluster up [--brokers N] [--dir DIR] [--base-port P] [--zk-port P] [--racks r1,r2,...] [--override k=v]
-                   [--netns PREFIX]
+                   [--netns PREFIX [--zk-ensemble N]]
     bin/cluster status [--dir DIR] [--json]
     bin/cluster kill ID [--signal KILL|TERM|STOP|CONT] [--dir DIR]
     bin/cluster start ID [--dir DIR]
@@ -37,7 +37,8 @@ def _table(status: dict) -> None:
 
     console = console_for_tables()
     zk = status["zookeeper"]
-    where = f" in namespace {zk['namespace']}" if zk.get("namespace") else ""
+    where = f" in namespace {zk['namespace']}" if zk.get("namespace") else (
+        " (members " + ", ".join(f"{m['name']} in {m['namespace']}" for m in zk["members"]) + ")" if zk.get("members") else "")
     console.print(f"ZooKeeper {zk['connect']}{where} (pid {zk['pid']}) {'up' if zk['alive'] else '[red]down[/red]'}")
     netns = "netns" in status
     t = Table("id", "pid", "client", "inter-broker", "admin", "rack", "alive", "registered", "controller",
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--netns", metavar="PREFIX", default=None,
                     help="run ZooKeeper and each broker in a network namespace of its own (PREFIX-zk, PREFIX-b1, ...), "
                          "joined by a bridge; needs root")
+    up.add_argument("--zk-ensemble", type=int, default=1, metavar="N",
+                    help="with --netns: a ZooKeeper ensemble of N members (PREFIX-zk1, ...) instead of one")
     st = sub.add_parser("status", help="what runs where")
     st.add_argument("--json", action="store_true")
     kill = sub.add_parser("kill", help="signal one broker")
@@ -111,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "up":
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
             c = LocalCluster(args.dir, brokers=args.brokers, base_port=args.base_port, zk_port=args.zk_port,
-                             racks=racks, overrides=parse_overrides(args.override), netns=args.netns)
+                             racks=racks, overrides=parse_overrides(args.override), netns=args.netns,
+                             zk_ensemble=args.zk_ensemble)
             status = c.up()
             _table(status)
             boot = status["bootstrap"]

@@ -77,7 +77,7 @@ class LocalCluster:
     def __init__(self, directory: str | os.PathLike, *, brokers: int = 3, base_port: int = 9092, zk_port: int = 2181,
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
-                 ports: list[tuple[int, int, int]] | None = None, netns: str | None = None):
+                 ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -95,7 +95,11 @@ class LocalCluster:
             raise ClusterError("ports must list (client, inter-broker, admin) for every broker")
         self.ports = ports
         self.netns = netns
+        if zk_ensemble != 1 and not netns:
+            raise ClusterError("a ZooKeeper ensemble (--zk-ensemble) is only made with --netns")
+        self.zk_ensemble = zk_ensemble
         self.net: NetnsLayout | None = None
+        self.zk_servers: list[ZooKeeperServer] = []
         self.zk: ZooKeeperServer | None = None
         self.state: dict[str, Any] = {}
         self._procs: dict[int, subprocess.Popen] = {}
@@ -152,7 +156,7 @@ class LocalCluster:
             if self.external_zk:
                 raise ClusterError("--netns runs its own ZooKeeper in a namespace; it cannot use an external one")
             try:
-                self.net = NetnsLayout.plan(self.netns, range(1, self.count + 1))
+                self.net = NetnsLayout.plan(self.netns, range(1, self.count + 1), zk_members=self.zk_ensemble)
                 if self.net.exists():
                     raise ClusterError(f"network namespaces of prefix {self.netns!r} exist already "
                                        f"(bridge {self.net.bridge}); `bin/cluster down` the cluster using them first")
@@ -161,6 +165,8 @@ class LocalCluster:
                 raise ClusterError(f"cannot set up the network namespaces: {e}") from None
         if self.external_zk:
             zk_state = {"connect": self.external_zk, "pid": None, "port": None}
+        elif self.net is not None and self.zk_ensemble > 1:
+            zk_state = self._start_ensemble(timeout_s)
         else:
             where = {} if self.net is None else {"host": self.net.member("zk").address, "wrap": self.net.wrap("zk")}
             self.zk = ZooKeeperServer(self.dir / "zookeeper", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms, **where)
@@ -183,6 +189,34 @@ class LocalCluster:
         self._save()
         self.wait_ready(timeout_s)
         return self.status()
+
+    def _start_ensemble(self, timeout_s: float) -> dict[str, Any]:
+        """ZooKeeper members zk1..zkN, each in its own namespace, the same ports in each."""
+        assert self.net is not None
+        names = self.net.zookeepers
+        peers = tuple((i, 2888, 3888) for i in range(1, len(names) + 1))
+        hosts = tuple((i, self.net.member(n).address) for i, n in enumerate(names, 1))
+        self.zk_servers = [
+            ZooKeeperServer(self.dir / f"zookeeper-{i}", port=self.zk_port, tick_time_ms=self.zk_tick_time_ms,
+                            host=self.net.member(n).address, wrap=self.net.wrap(n),
+                            quorum=zkmod.QuorumMember(myid=i, peers=peers, hosts=hosts))
+            for i, n in enumerate(names, 1)]
+        try:
+            for server in self.zk_servers:
+                server.launch()
+            deadline = time.monotonic() + timeout_s
+            for server in self.zk_servers:
+                server.wait_until_serving(max(0.1, deadline - time.monotonic()))
+        except Exception as e:  # noqa: BLE001 - any start failure is reported the same way
+            for server in self.zk_servers:
+                server.kill()
+            self.net.destroy()
+            raise ClusterError(f"the ZooKeeper ensemble did not start: {e}") from None
+        for server in self.zk_servers:
+            zkmod._untrack(server._process)  # they outlive this process; `down` stops them by PID
+        return {"connect": ",".join(z.connect_string for z in self.zk_servers), "pid": self.zk_servers[0].pid,
+                "port": self.zk_port,
+                "members": [{"name": n, "pid": z.pid, "address": z.host} for n, z in zip(names, self.zk_servers)]}
 
     def _scheme_ports(self, i: int) -> tuple[int, int, int]:
         return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
@@ -352,7 +386,11 @@ class LocalCluster:
             for b in brokers:
                 m = net.member(str(b["id"]))
                 b["namespace"], b["address"] = m.namespace, m.address
-            out["zookeeper"].update(namespace=net.member("zk").namespace, address=net.member("zk").address)
+            if "members" in zk:
+                out["zookeeper"]["members"] = [
+                    {**m, "namespace": net.member(m["name"]).namespace, "alive": pid_alive(m["pid"])} for m in zk["members"]]
+            else:
+                out["zookeeper"].update(namespace=net.member("zk").namespace, address=net.member("zk").address)
             out["netns"] = {"prefix": net.prefix, "subnet": net.subnet, "bridge": net.bridge,
                             "host_address": net.host_address}
         return out
@@ -404,18 +442,22 @@ class LocalCluster:
                 self.stop_broker(b["id"], timeout_s=15)
             except Exception as e:  # noqa: BLE001
                 errors.append(f"broker {b['id']}: {e}")
-        zk_pid = self.state.get("zookeeper", {}).get("pid")
-        if zk_pid and pid_alive(zk_pid):
-            os.kill(zk_pid, signal.SIGTERM)
-            if not wait_pid_exit(zk_pid, 15):
-                os.kill(zk_pid, signal.SIGKILL)
-                wait_pid_exit(zk_pid, 5)
-        if self.zk is not None:
-            self.zk._reap()
+        zk = self.state.get("zookeeper", {})
+        for zk_pid in [m["pid"] for m in zk.get("members", [])] or [zk.get("pid")]:
+            if zk_pid and pid_alive(zk_pid):
+                os.kill(zk_pid, signal.SIGTERM)
+                if not wait_pid_exit(zk_pid, 15):
+                    os.kill(zk_pid, signal.SIGKILL)
+                    wait_pid_exit(zk_pid, 5)
+        for server in [self.zk, *self.zk_servers]:
+            if server is not None:
+                server._reap()
         for b in self.state.get("brokers", []):
             b["pid"] = None
         if self.state:
             self.state["zookeeper"]["pid"] = None
+            for m in self.state["zookeeper"].get("members", []):
+                m["pid"] = None
             self._save()
         if self.state.get("netns"):
             errors += NetnsLayout.from_dict(self.state["netns"]).destroy()

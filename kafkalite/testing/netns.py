@@ -89,11 +89,16 @@ class NetnsLayout:
     members: dict[str, Member]
 
     @classmethod
-    def plan(cls, prefix: str, broker_ids: Iterable[int], subnet: ipaddress.IPv4Network | None = None) -> NetnsLayout:
+    def plan(cls, prefix: str, broker_ids: Iterable[int], subnet: ipaddress.IPv4Network | None = None,
+             zk_members: int = 1) -> NetnsLayout:
+        """One ZooKeeper (`zk`, at .2) or an ensemble of `zk_members` (`zk1`.. at .2, .3, ...)."""
         check_prefix(prefix)
+        if not 1 <= zk_members <= 7:
+            raise NetnsError("a ZooKeeper ensemble here has 1 to 7 members")
         net = subnet or free_subnet()
         hosts = list(net.hosts())
-        members = {ZK: Member(ZK, f"{prefix}-zk", str(hosts[1]), f"{prefix}-zk")}
+        names = [ZK] if zk_members == 1 else [f"{ZK}{i}" for i in range(1, zk_members + 1)]
+        members = {n: Member(n, f"{prefix}-{n}", str(hosts[1 + k]), f"{prefix}-{n}") for k, n in enumerate(names)}
         for i in broker_ids:
             if not 1 <= i <= 200:
                 raise NetnsError(f"broker id {i}: namespaces hold ids 1..200")
@@ -122,11 +127,15 @@ class NetnsLayout:
     def prefix_len(self) -> int:
         return ipaddress.ip_network(self.subnet).prefixlen
 
+    @property
+    def zookeepers(self) -> list[str]:
+        return [k for k in self.members if k.startswith(ZK)]
+
     def member(self, name: str) -> Member:
         key = name if name in self.members or name == HOST else (f"b{name}" if name.isdigit() else name)
         if key not in self.members:
-            raise NetnsError(f"no cluster member {name!r}: choose from zk, " + ", ".join(
-                k[1:] for k in self.members if k != ZK))
+            choices = self.zookeepers + [k[1:] for k in self.members if k.startswith("b")]
+            raise NetnsError(f"no cluster member {name!r}: choose from {', '.join(choices)}")
         return self.members[key]
 
     def wrap(self, name: str) -> list[str]:

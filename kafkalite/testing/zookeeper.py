@@ -209,6 +209,8 @@ class QuorumMember:
     myid: int
     # (myid, quorum_port, election_port) for every member, this one included.
     peers: tuple[tuple[int, int, int], ...]
+    # myid -> the address a member serves its quorum ports on (default: loopback)
+    hosts: tuple[tuple[int, str], ...] = ()
 
 
 class ZooKeeperServer:
@@ -381,7 +383,7 @@ class ZooKeeperServer:
         if self.quorum is not None:
             lines += ["initLimit=10", "syncLimit=5"]
             lines += [
-                f"server.{myid}={LOOPBACK_HOST}:{quorum_port}:{election_port}"
+                f"server.{myid}={dict(self.quorum.hosts).get(myid, LOOPBACK_HOST)}:{quorum_port}:{election_port}"
                 for myid, quorum_port, election_port in self.quorum.peers
             ]
         return "\n".join(lines) + "\n"

@@ -267,3 +267,41 @@ def test_bin_chaos_with_network_faults_reports_nothing_lost(net_cluster):
     done = next(line for line in proc.stdout.splitlines() if " actions: " in line)
     assert any(a in done for a in ("isolate", "oneway", "loss")), done
     assert net_cluster.network().faults() == {}  # healed
+
+
+@pytest.fixture(scope="module")
+def ensemble_cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("netns-ensemble"), brokers=3, overrides=dict(TEST_BROKER_OVERRIDES),
+                     zk_tick_time_ms=500, netns=f"ke{os.getpid() % 100000}", zk_ensemble=3)
+    try:
+        c.up()
+        yield c
+    finally:
+        c.down()
+
+
+def test_a_zookeeper_ensemble_without_quorum_for_10_s_loses_nothing_and_the_cluster_carries_on(ensemble_cluster):
+    """Scenario 5: two of three ZooKeeper members cut from everything for 10 s, so the
+    ensemble has no quorum. Brokers keep serving what needs no ZooKeeper write; after the
+    heal the ensemble re-forms, the brokers' sessions and the controller carry on, and
+    nothing acknowledged is lost."""
+    status = ensemble_cluster.status()
+    assert [m["name"] for m in status["zookeeper"]["members"]] == ["zk1", "zk2", "zk3"]
+    w = Workload(ensemble_cluster, "quorum")
+    net = ensemble_cluster.network()
+    try:
+        mark = w.producer.sent
+        net.isolate("zk2")
+        net.isolate("zk3")
+        time.sleep(10)
+        with w.producer.lock:
+            written = {a.partition for v, a in w.producer.acked.items() if int(v.rsplit(b"-", 1)[1]) >= mark}
+        print(f"without a ZooKeeper quorum for 10 s: partitions {sorted(written)} of {PARTITIONS} acknowledged writes")
+    finally:
+        net.heal()
+    try:
+        w.acked_again(90, "acknowledgements in every partition after the quorum is back")
+        wait_until(lambda: ensemble_cluster.status()["controller"] is not None, 60, "a controller")
+        w.finish()
+    finally:
+        w.stop()
