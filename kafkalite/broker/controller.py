@@ -27,6 +27,7 @@ from kafkalite.broker.controller_events import (
     ControlledShutdown,
     ControllerEvent,
     Elect,
+    LogDirFailuresChange,
     PartitionsAddChange,
     PartitionsRemoveChange,
     PreferredElection,
@@ -158,6 +159,9 @@ class Controller:
                 found = (await self._read_brokers()).get(bid)
                 if found is not None and found.epoch == epoch:
                     await self._run_core(core.BrokerProcessBack(found))
+            case LogDirFailuresChange():
+                reports = await self._zk(self.zk.get_log_dir_failures)
+                await self._run_core(core.ReplicasOffline(reports))
             case TopicChange():
                 await self._run_core(await self._read_topic_change())
             case TopicDeletion():
@@ -366,6 +370,7 @@ class Controller:
             if found is not None and found.epoch == epoch:
                 log.info("broker %d (epoch %d) was found gone before this failover: handling it now", bid, epoch)
                 self.enqueue(ProcessGone(bid, epoch))
+        self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
 

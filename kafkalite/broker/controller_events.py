@@ -104,8 +104,14 @@ class PreferredElection:
     reply: asyncio.Future
 
 
+@dataclass(frozen=True)
+class LogDirFailuresChange:
+    """The children of /log_dir_failures changed (a broker's log dir failed, KIP-112), or a
+    new controller reads them once it is active."""
+
+
 ControllerEvent = (
-    Elect | Resign | BrokerChange | TopicChange | TopicDeletion | PreferredElectionZnode | AutoRebalance
+    Elect | Resign | BrokerChange | LogDirFailuresChange | TopicChange | TopicDeletion | PreferredElectionZnode | AutoRebalance
     | AlterIsr | ControlledShutdown | PreferredElection | ReassignmentChange | PartitionsAddChange | PartitionsRemoveChange
 )
 Replying = AlterIsr | ControlledShutdown | PreferredElection

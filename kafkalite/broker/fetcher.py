@@ -21,6 +21,7 @@ from kafkalite.clock import monotonic_ms
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_manager import FetchErrorAction, Follow
+from kafkalite.log.errors import LogDirFailure
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class FetcherTask:
             except RpcError as e:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
-            except (*OPERATING_ERRORS, OSError) as e:  # e.g. a batch the log refused, a disk error
+            except LogDirFailure as e:  # the dir of a followed partition failed: it goes offline
+                self.manager.on_log_dir_failure(e)
+            except (*OPERATING_ERRORS, OSError) as e:  # e.g. a batch the log refused
                 log.warning("fetch from broker %d failed: %r; retrying", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
 
@@ -174,6 +177,7 @@ class FetcherManager:
                  metrics: BrokerMetrics, on_fatal: Callable[[BaseException], None]):
         self.settings = settings
         self.on_fatal = on_fatal  # a fetcher that failed on a bug ends the process, never replication silently
+        self.on_log_dir_failure: Callable[[LogDirFailure], None] = lambda failure: None  # set by the broker
         self.client_for = client_for
         self.broker_epoch = broker_epoch
         self.metrics = metrics

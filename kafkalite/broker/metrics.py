@@ -74,6 +74,7 @@ class BrokerMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.active_controller = Gauge("kafkalite_active_controller", "1 on the active controller", registry=r)
+        self.offline_log_dirs = Gauge("kafkalite_offline_log_dirs", "log dirs of this broker that failed (KIP-112)", registry=r)
         self.unclean_elections = Counter("kafkalite_unclean_leader_elections", "leaders elected outside the ISR", registry=r)
         self.isr_shrinks = Counter("kafkalite_isr_shrinks", "ISR shrinks accepted by the controller", registry=r)
         self.isr_expands = Counter("kafkalite_isr_expands", "ISR expansions accepted by the controller", registry=r)

@@ -9,7 +9,9 @@ waiters (delayed produce / fetch) parked on it. Runs on the event loop thread; n
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from kafkalite.broker.errors import fail
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
@@ -17,6 +19,7 @@ from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_
 from kafkalite.core.replica_manager import Replica
 from kafkalite.core.replica_state import LeaderAndIsrState
 from kafkalite.log import batch_filter
+from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log import Log
 from kafkalite.log.records import BatchHeader, iter_headers, validate_batches
 from kafkalite.protocol.errors import ErrorCode
@@ -46,6 +49,17 @@ class LogPort:
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)  # also at the LEO: drops an epoch that starts there
+
+
+@contextmanager
+def disk_io(plog: Log) -> Iterator[None]:
+    """An OSError from the log's files is its log dir failing (KIP-112): LogDirFailure,
+    which the replica manager answers KAFKA_STORAGE_ERROR and turns into the dir going
+    offline. The storage engine's own typed errors pass through."""
+    try:
+        yield
+    except OSError as e:
+        raise LogDirFailure(os.path.dirname(plog.dir), e) from e
 
 
 class Partition(Replica):
@@ -108,7 +122,8 @@ class Partition(Replica):
                 return None, (verdict.first_offset, verdict.last_offset)
             if verdict.kind is VerdictKind.ERROR:
                 raise fail(int(verdict.error), f"producer {idem.producer_id}: {verdict.error.name}")
-        result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
+        with disk_io(self.log):
+            result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
         if idem is not None:
             self.producers.record(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq, result.first_offset, result.last_offset)
         self.leader_appended()
@@ -118,7 +133,8 @@ class Partition(Replica):
     # -- follower -----------------------------------------------------------------------
     def append_as_follower(self, records: bytes, leader_hw: int) -> None:
         if records:
-            self.log.append_as_follower(records)
+            with disk_io(self.log):
+                self.log.append_as_follower(records)
             if self._producers_loaded:
                 for _, h in iter_headers(records):
                     if h.producer_id >= 0 and h.base_sequence >= 0:
@@ -131,10 +147,12 @@ class Partition(Replica):
         if offset < self.leo:
             log.info("truncating %s-%d from %d to %d", self.topic, self.partition, self.leo, offset)
             self._producers_loaded = False  # rebuilt from what is left at the next leadership
-        super().truncate_to(offset)
+        with disk_io(self.log):
+            super().truncate_to(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
+        with disk_io(self.log):
+            self.log.truncate_fully_and_start_at(offset)
         self._producers_loaded = False
         self.state.on_truncate(self.leo)
         self.state.maybe_update_log_start_offset(offset)
@@ -151,7 +169,8 @@ class Partition(Replica):
             raise fail(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} outside [{self.log.log_start_offset}, {self.leo}] of {self.topic}-{self.partition}")
         if offset >= upper:
             return b""
-        return self.log.read(offset, max_bytes, max_offset=upper, min_one=min_one)
+        with disk_io(self.log):
+            return self.log.read(offset, max_bytes, max_offset=upper, min_one=min_one)
 
 
 def _producer_batch(h: BatchHeader) -> ProducerBatch:

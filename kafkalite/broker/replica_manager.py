@@ -31,6 +31,7 @@ from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchPr
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig, parse_cleanup_policy
+from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 
@@ -86,6 +87,9 @@ class ReplicaManager:
         # Set by the broker: told of every role change carried out (the group coordinator
         # follows the leadership of the offsets topic's partitions).
         self.on_roles_changed: Callable[[core_rm.RoleChanges], None] = lambda changes: None
+        # Set by the broker: a log dir failed under a request (KIP-112); it takes the dir
+        # offline (mark_dir_offline) and tells the controller.
+        self.on_log_dir_failure: Callable[[LogDirFailure], None] = lambda failure: None
 
     @property
     def broker_epoch(self) -> int:
@@ -133,6 +137,15 @@ class ReplicaManager:
         gone = [tp for tp in self.partitions if tp not in assigned]
         self._carry_out(self.core.remove_replicas(gone, delete=True))
         return gone
+
+    def mark_dir_offline(self, log_dir: str) -> list[tuple[str, int]]:
+        """The dir failed: its replicas go offline here (answered KAFKA_STORAGE_ERROR, never
+        reopened), their fetchers stop and their waiters fail. Returns them."""
+        tps = self.logs.mark_offline(log_dir)
+        self._carry_out(self.core.mark_offline(tps))
+        for tp in tps:
+            self._hw_checkpoint.pop(tp, None)
+        return tps
 
     def _on_partition_changed(self, part: Partition) -> None:
         self.delayed.wake(part.tp)
@@ -218,6 +231,9 @@ class ReplicaManager:
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
                     waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
+            except LogDirFailure as e:
+                results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
+                self.on_log_dir_failure(e)
             except OPERATING_ERRORS as e:
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
         return results, waiting
@@ -277,6 +293,9 @@ class ReplicaManager:
                     return out
                 records = part.read(fetch_offset, max_bytes, upper=read.upper, min_one=min_one)
             out.update(hw=part.hw, log_start=part.log_start_offset, leo=part.leo, records=records)
+        except LogDirFailure as e:
+            out["error"] = error_code_for(e)
+            self.on_log_dir_failure(e)
         except OPERATING_ERRORS as e:
             out["error"] = error_code_for(e)
             if part is not None:

@@ -33,6 +33,7 @@ from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
     BrokerChange,
     Elect,
+    LogDirFailuresChange,
     PartitionsAddChange,
     PartitionsRemoveChange,
     PreferredElectionZnode,
@@ -59,6 +60,7 @@ from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log import checkpoint
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager
 from kafkalite.log.config import LogConfig, parse_cleanup_policy
+from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
@@ -142,6 +144,11 @@ class Broker:
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.fetchers = FetcherManager(self.settings, self.peer_client, lambda: self.broker_epoch, self.metrics, self._on_fatal)
         self.replica_manager.fetchers = self.fetchers
+        # KIP-112 (issue 14): a log dir failing under a request, a fetch or a checkpoint.
+        self.replica_manager.on_log_dir_failure = self.on_log_dir_failure
+        self.fetchers.on_log_dir_failure = self.on_log_dir_failure
+        self._offline_report: asyncio.Task | None = None
+        self.offline_partitions: set[tuple[str, int]] = set()
         self.fetchers.broker_id, self.fetchers.quotas = self.broker_id, self.replica_manager.core.quotas
         self.replica_manager.alter_isr_due = self._alter_isr_due
         cleaner_config = cleaner_config_from(cfg)
@@ -257,6 +264,42 @@ class Broker:
         task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else self._on_fatal(t.exception()))
         return task
 
+    # -- log dir failures (KIP-112, issue 14) ---------------------------------------------
+    def on_log_dir_failure(self, failure: LogDirFailure) -> None:
+        """A log dir failed (a full disk, EIO): its partitions go offline here (answered
+        KAFKA_STORAGE_ERROR; their waiting produces fail, so nothing is acknowledged from
+        it), and the controller learns of them from /log_dir_failures/<id> and moves their
+        leaderships and ISR memberships elsewhere. With every dir offline the broker
+        cannot serve anything and exits, as Kafka does. The dir comes back at the next
+        start, recovered like after a crash (no clean-shutdown marker is written to it)."""
+        d = os.path.abspath(failure.log_dir)
+        if d in self.logs.offline_dirs or d not in self.logs.log_dirs:
+            return
+        tps = self.replica_manager.mark_dir_offline(d)
+        self.offline_partitions.update(tps)
+        self.metrics.offline_log_dirs.set(len(self.logs.offline_dirs))
+        log.error("log dir %s failed (%s): %d partitions in it are offline on this broker until it restarts",
+                  d, failure.cause, len(tps))
+        if not self.logs.online_dirs:
+            log.critical("every log dir of broker %d has failed; exiting", self.broker_id)
+            logging.shutdown()
+            os._exit(1)
+        if self._offline_report is None or self._offline_report.done():
+            self._offline_report = spawn(self._report_offline(), name="report-offline-replicas", owner=self._owned)
+
+    async def _report_offline(self) -> None:
+        """Write /log_dir_failures/<id> until it is written for the current registration."""
+        while not self.stopping:
+            epoch = self.broker_epoch
+            try:
+                await self.loop.run_in_executor(None, self.zk.report_log_dir_failures, self.broker_id, epoch,
+                                                sorted(self.logs.offline_dirs), sorted(self.offline_partitions))
+                if epoch == self.broker_epoch:
+                    return
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: retried
+                log.info("reporting offline log dirs failed (%s); retrying", e)
+            await asyncio.sleep(0.5)
+
     def _on_fatal(self, error: BaseException) -> None:
         """A programmer error in a role this process must not go on without (the
         controller): end the process so ZooKeeper hands the role to another broker."""
@@ -337,6 +380,9 @@ class Broker:
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         self.registered.set()
+        if self.logs.offline_dirs and (self._offline_report is None or self._offline_report.done()):
+            # A new session (re-registration) lost the ephemeral report: write it again.
+            self._offline_report = spawn(self._report_offline(), name="report-offline-replicas", owner=self._owned)
         log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
 
     def _install_watches(self) -> None:
@@ -354,6 +400,7 @@ class Broker:
         self.zk.watch_data(paths.controller_path(), on_controller)
         self.zk.watch_children(paths.brokers_ids_path(), lambda children: call(enqueue, BrokerChange()))
         self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, TopicChange()))
+        self.zk.watch_children(paths.log_dir_failures_path(), lambda children: call(enqueue, LogDirFailuresChange()))
         self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
         self.zk.watch_data(paths.preferred_replica_election_path(),
                            lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
@@ -542,16 +589,22 @@ class Broker:
         written in a thread, so a kill -9 recovers from a recent point."""
         hws = self.replica_manager.hw_checkpoint_snapshot()
         points = self.logs.recovery_points()
-        await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
-        await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
-        await self._write_cleaner_checkpoints()
+        try:
+            await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
+            await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
+            await self._write_cleaner_checkpoints()
+        except LogDirFailure as e:  # the other dirs were written; this one goes offline
+            self.on_log_dir_failure(e)
 
     async def _write_cleaner_checkpoints(self) -> None:
         """cleaner-offset-checkpoint, snapshotted here and written in a thread (a stale one
         only makes the cleaner redo work: it is never ahead of a swapped-in pass)."""
         async with self._cleaner_checkpoint_lock:  # two writers would share the file's .tmp
             points = self.logs.cleaner_checkpoints()
-            await self.loop.run_in_executor(None, self.logs.write_cleaner_checkpoints, points)
+            try:
+                await self.loop.run_in_executor(None, self.logs.write_cleaner_checkpoints, points)
+            except LogDirFailure as e:
+                self.on_log_dir_failure(e)
 
     async def _refresh_group_lag(self) -> None:
         """The high watermarks of the partitions the groups coordinated here committed
@@ -619,6 +672,7 @@ class Broker:
             except OSError as e:
                 log.warning("flush of %s failed: %s", plog.dir, e)
                 plog.abort_flush(job)
+                self.on_log_dir_failure(LogDirFailure(os.path.dirname(plog.dir), e))
                 continue
             finally:
                 self._flush_job = None
@@ -708,6 +762,8 @@ class Broker:
             "last_init_controller_epoch": self.replica_manager.last_init_controller_epoch,
             "metadata": self.metadata_cache.snapshot(),
             "partitions": self.replica_manager.state_summary(),
+            "log_dirs": {"online": self.logs.online_dirs, "offline": sorted(self.logs.offline_dirs)},
+            "offline_partitions": [f"{t}-{p}" for t, p in sorted(self.offline_partitions)],
         }
 
 

@@ -167,6 +167,16 @@ class BrokerProcessBack:
 
 
 @dataclass(frozen=True)
+class ReplicasOffline:
+    """Every broker's report of replicas whose log dir failed (KIP-112, issue 14; the
+    children of /log_dir_failures): broker -> (its registration's epoch, partitions). A
+    report counts while that registration is live; the replicas are then ineligible for
+    their partitions (not leaders, not in the ISR), and shown offline in UpdateMetadata."""
+
+    reports: Mapping[int, tuple[int, tuple[TP, ...]]]
+
+
+@dataclass(frozen=True)
 class TopicsChanged:
     """The children of /brokers/topics: `present` all names, `loaded` the assignments of
     those `topics_to_load` named, `states` any state znodes they already have."""
@@ -244,7 +254,8 @@ class BrokerAnswered:
 
 
 ControllerEvent = (
-    Activated | BrokersChanged | BrokerProcessGone | BrokerProcessBack | TopicsChanged | TopicsMarkedForDeletion | PreferredElectionZnode
+    Activated | BrokersChanged | BrokerProcessGone | BrokerProcessBack | ReplicasOffline | TopicsChanged | TopicsMarkedForDeletion
+    | PreferredElectionZnode
     | PreferredElectionRequested | AutoRebalanceDue | AlterIsrRequested | ControlledShutdownRequested
     | ReassignmentsChanged | PartitionsAddRequested | PartitionsRemoveRequested
 )
@@ -386,6 +397,10 @@ class Controller:
         # Registrations whose process is known gone (BrokerProcessGone): broker -> epoch.
         # Not live, though ZooKeeper still lists them until their session expires.
         self.gone: dict[int, int] = {}
+        # Replicas whose broker reported their log dir failed (ReplicasOffline): partition ->
+        # brokers, and the reports as last read (re-applied when registrations change).
+        self.offline: dict[TP, frozenset[int]] = {}
+        self._offline_reports: dict[int, tuple[int, tuple[TP, ...]]] = {}
         self.topics: dict[str, Topic] = {}
         self.states: dict[TP, PartitionState] = {}
         self.shutting_down: set[int] = set()
@@ -443,6 +458,7 @@ class Controller:
         self.active = False
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
         self.reassignments, self.throttle, self.gone = {}, {}, {}
+        self.offline, self._offline_reports = {}, {}
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -491,6 +507,15 @@ class Controller:
                     del self.gone[broker.id]
                     self._note(f"broker {broker.id} (epoch {broker.epoch}) answers again: live")
                     yield from self._on_brokers_changed({**self.live, broker.id: broker})
+            case ReplicasOffline(reports=reports):
+                self._offline_reports = dict(reports)
+                changed = self._refresh_offline()
+                if changed:
+                    self._note("replicas offline after log dir failures: " + ", ".join(
+                        f"{t}-{p} on {sorted(self.offline[(t, p)])}" for t, p in changed[:20] if (t, p) in self.offline)
+                        + (f" and {len(changed) - 20} more" if len(changed) > 20 else ""), "warning")
+                    yield from self._elect_offline(update_metadata=False)
+                    self._send_update_metadata(sorted(self.live), tps=changed)
             case TopicsChanged():
                 yield from self._on_topics_changed(event)
             case TopicsMarkedForDeletion(topics=topics):
@@ -563,6 +588,21 @@ class Controller:
     def _eligible(self) -> set[int]:
         return set(self.live) - self.shutting_down
 
+    def _refresh_offline(self) -> list[TP]:
+        """`offline` from the reports of live registrations; the partitions whose offline
+        replicas changed. A broker that restarted (a new registration) or died takes its
+        report with it: its dirs are checked again when it starts."""
+        new: dict[TP, set[int]] = {}
+        for bid, (epoch, tps) in self._offline_reports.items():
+            if bid in self.live and self.live[bid].epoch == epoch:
+                for tp in tps:
+                    if tp in self.states:
+                        new.setdefault(tp, set()).add(bid)
+        frozen = {tp: frozenset(b) for tp, b in new.items()}
+        changed = sorted(tp for tp in set(frozen) | set(self.offline) if frozen.get(tp) != self.offline.get(tp))
+        self.offline = frozen
+        return changed
+
     def _unclean_by_topic(self) -> dict[str, bool]:
         out = {}
         for t, topic in self.topics.items():
@@ -577,6 +617,7 @@ class Controller:
         self.epoch = ev.epoch
         self.live = dict(ev.brokers)
         self.gone = {}
+        self.offline, self._offline_reports = {}, {}  # the shell reads /log_dir_failures next
         self.topics = dict(ev.topics)
         self.states = {tp: st for tp, st in ev.states.items() if tp[0] in self.topics}
         self.shutting_down = set()
@@ -669,6 +710,7 @@ class Controller:
         if outside:
             yield from self._bump_leader_epochs(outside)
         self.live = dict(brokers)
+        self._refresh_offline()  # a broker that restarted or died takes its log dir report with it
         self._send_update_metadata(sorted(self.live), brokers_changed=True)
         if new:
             for bid in sorted(new):
@@ -691,18 +733,28 @@ class Controller:
 
     def _elect_offline(self, *, update_metadata: bool = True) -> Handler:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
-        behind live leaders (election.on_brokers_failed)."""
+        behind live leaders (election.on_brokers_failed). A replica whose log dir failed
+        (`offline`) counts as gone for its partition only."""
         eligible = self._eligible()
+        offline = self.offline
         # Only partitions on_brokers_failed could change: a leader that is not eligible (or
         # none), or an ISR member that is not. The rest of 100,000 cost a set test each.
-        candidates = sorted(tp for tp, st in self.states.items() if st.leader not in eligible or not eligible.issuperset(st.isr))
+        candidates = sorted(tp for tp, st in self.states.items()
+                            if st.leader not in eligible or not eligible.issuperset(st.isr)
+                            or (tp in offline and (st.leader in offline[tp] or not offline[tp].isdisjoint(st.isr))))
         if not candidates:
             return
         replicas = {tp: self._replicas_of(tp) for tp in candidates}
         unclean = self._unclean_by_topic()
 
         def decide(tps: Sequence[TP]) -> list[PartitionChange]:
-            return election.on_brokers_failed({tp: self.states[tp] for tp in tps}, replicas, self._eligible(), unclean)
+            now_eligible = self._eligible()
+            plain = [tp for tp in tps if tp not in self.offline]
+            changes = election.on_brokers_failed({tp: self.states[tp] for tp in plain}, replicas, now_eligible, unclean)
+            for tp in tps:
+                if tp in self.offline:
+                    changes += election.on_brokers_failed({tp: self.states[tp]}, replicas, now_eligible - self.offline[tp], unclean)
+            return sorted(changes, key=lambda ch: ch.topic_partition)
 
         yield from self._decide_write_propagate(decide, candidates, update_metadata=update_metadata)
 
@@ -837,7 +889,9 @@ class Controller:
             if not replicas:
                 continue
             replicas = tuple(replicas)
-            offline = () if all(b in live for b in replicas) else tuple(b for b in replicas if b not in live)
+            failed = self.offline.get(tp, ())
+            offline = () if not failed and all(b in live for b in replicas) else \
+                tuple(b for b in replicas if b not in live or b in failed)
             parts.append(PartitionMetadata(tp[0], tp[1], st.leader, st.leader_epoch, tuple(st.isr), replicas, offline))
         return tuple(parts)
 

@@ -78,6 +78,12 @@ class UnknownTopicOrPartitionError(CoreError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+class KafkaStorageError(CoreError):
+    """The replica's log dir failed (KIP-112): offline here until the broker restarts."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
 class ReplicaLog(Protocol):
     """One replica's local log, as replication sees it."""
 
@@ -281,6 +287,10 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.open_replica = open_replica  # the driver's: open (or create) the local log of a replica
         self.replicas: dict[TP, Replica] = {}
+        # Replicas whose log dir failed (KIP-112, issue 14): answered KAFKA_STORAGE_ERROR and
+        # never opened again (a LeaderAndIsr must not make a new, empty log for one in a
+        # healthy dir) until the broker restarts.
+        self.offline: set[TP] = set()
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.topic_configs: dict[str, dict[str, str]] = {}
@@ -298,7 +308,21 @@ class ReplicaManager:
         assert replica.tp not in self.replicas
         self.replicas[replica.tp] = replica
 
+    def _check_online(self, tp: TP) -> None:
+        if tp in self.offline:
+            raise KafkaStorageError(f"{tp[0]}-{tp[1]}: its log dir on broker {self.broker_id} is offline")
+
+    def mark_offline(self, tps: Iterable[TP]) -> RoleChanges:
+        """Their log dir failed: the replicas go (logs kept on disk, not deleted), with their
+        fetchers and waiters, and stay offline."""
+        out = RoleChanges(delete=False)
+        for tp in tps:
+            self._remove(tp, out)
+            self.offline.add(tp)
+        return out
+
     def leader(self, tp: TP) -> Replica:
+        self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None or not replica.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
@@ -342,6 +366,7 @@ class ReplicaManager:
         return out
 
     def _apply_leadership(self, tp: TP, st: LeaderAndIsrState, now_ms: int, out: RoleChanges) -> int:
+        self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None:
             replica = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}))
@@ -397,6 +422,7 @@ class ReplicaManager:
     # -- leader side ------------------------------------------------------------------------
     def check_append(self, tp: TP, acks: int, min_insync_replicas: int) -> Replica:
         """Before a produce appends: leader here, and for acks=all enough ISR members."""
+        self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None:
             raise UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
@@ -446,6 +472,7 @@ class ReplicaManager:
         the preferred read replica the selector chose (KIP-392; kafkalite.core.consumer_fetch).
         A partition this broker does not hold is NOT_LEADER_OR_FOLLOWER when the cluster
         has it (the client asks the leader again), else UNKNOWN_TOPIC_OR_PARTITION."""
+        self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None:
             error = NotLeaderOrFollowerError if cluster.partition_known else UnknownTopicOrPartitionError
@@ -456,6 +483,7 @@ class ReplicaManager:
         return replica, read
 
     def _fenced_leader(self, tp: TP, current_leader_epoch: int) -> Replica:
+        self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None:
             raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")

@@ -32,3 +32,13 @@ class OffsetMismatchError(LogError):
 class LogDirError(LogError):
     """A log directory that cannot be read or understood; start-up fails, nothing is deleted.
     Wire code: KAFKA_STORAGE_ERROR (56)."""
+
+
+class LogDirFailure(LogDirError):
+    """I/O on a log dir failed while the broker serves (a full disk, EIO): the whole dir
+    goes offline (KIP-112). Wire code: KAFKA_STORAGE_ERROR (56)."""
+
+    def __init__(self, log_dir: str, cause: OSError) -> None:
+        super().__init__(f"log dir {log_dir} failed: {cause}")
+        self.log_dir = log_dir
+        self.cause = cause

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kafkalite.log import checkpoint
 from kafkalite.log.config import LogConfig
-from kafkalite.log.errors import LogDirError
+from kafkalite.log.errors import LogDirError, LogDirFailure
 from kafkalite.log.log import Log, parse_partition_dir_name
 from kafkalite.log.segment import LogSegment
 
@@ -48,6 +48,31 @@ class LogManager:
         # dir without counting every log (a 10,000-partition topic was O(n^2)).
         self._count: dict[str, int] = {d: 0 for d in self.log_dirs}
         self._unsynced: set[TopicPartition] = set()  # created, directory entry not yet fsync'd
+        # Log dirs that failed while serving (KIP-112): their logs are closed and forgotten,
+        # nothing is created, checkpointed or marked clean there until the broker restarts.
+        self.offline_dirs: set[str] = set()
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def mark_offline(self, log_dir: str) -> list[TopicPartition]:
+        """The dir failed: close and forget its logs (their files stay as they are, for the
+        recovery at the next start); returns their partitions."""
+        log_dir = os.path.abspath(log_dir)
+        assert log_dir in self.log_dirs, log_dir
+        self.offline_dirs.add(log_dir)
+        gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            del self._dir_of[tp]
+            self._unsynced.discard(tp)
+            try:
+                lg.close()
+            except OSError:
+                pass  # the dir is failing; nothing more is asked of these files
+        self._count[log_dir] = 0
+        return gone
 
     def config_for(self, topic: str) -> LogConfig:
         found = None
@@ -128,7 +153,10 @@ class LogManager:
             return existing
         assert topic and "/" not in topic and topic not in (".", "..")
         assert partition >= 0
-        log_dir = min(self.log_dirs, key=lambda d: (self._count[d], self.log_dirs.index(d)))
+        online = self.online_dirs
+        if not online:
+            raise LogDirError(f"every log dir is offline ({', '.join(self.log_dirs)})")
+        log_dir = min(online, key=lambda d: (self._count[d], self.log_dirs.index(d)))
         path = os.path.join(log_dir, f"{topic}-{partition}")
         created = Log.open(path, config or self.config_for(topic), clean_shutdown=True, now_ms=now_ms)
         # No fsync of the log dir here (10,000 of them made creating a topic take seconds).
@@ -201,7 +229,7 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def _by_dir(self, offsets: Mapping[TopicPartition, int]) -> dict[str, dict[TopicPartition, int]]:
-        grouped: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        grouped: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.online_dirs}
         for key, offset in offsets.items():
             log_dir = self._dir_of.get(key)
             if log_dir is not None:
@@ -216,16 +244,27 @@ class LogManager:
         self.write_recovery_points(self.recovery_points())
 
     def write_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
-        for log_dir, entries in self._by_dir(points).items():
-            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT), entries)
+        self._write_offsets(checkpoint.RECOVERY_POINT_CHECKPOINT, points)
+
+    def _write_offsets(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """One checkpoint file per online dir; a dir whose write fails does not stop the
+        others, and the first such failure is raised after them (LogDirFailure: the
+        broker takes that dir offline)."""
+        failed: LogDirFailure | None = None
+        for log_dir, entries in self._by_dir(offsets).items():
+            try:
+                checkpoint.write_offsets(os.path.join(log_dir, name), entries)
+            except OSError as e:
+                failed = failed or LogDirFailure(log_dir, e)
+        if failed is not None:
+            raise failed
 
     def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         """First dirty offset of every log (cleaner-offset-checkpoint), snapshotted here."""
         return {key: lg.first_dirty_offset for key, lg in self._logs.items()}
 
     def write_cleaner_checkpoints(self, points: Mapping[TopicPartition, int]) -> None:
-        for log_dir, entries in self._by_dir(points).items():
-            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.CLEANER_OFFSET_CHECKPOINT), entries)
+        self._write_offsets(checkpoint.CLEANER_OFFSET_CHECKPOINT, points)
 
     def set_config(self, topic: str, config: LogConfig) -> None:
         """A topic's configuration as ZooKeeper holds it, for every local log of the topic
@@ -236,8 +275,7 @@ class LogManager:
 
     def write_hw_checkpoint(self, hws: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint per dir; partitions without a log here are skipped."""
-        for log_dir, entries in self._by_dir(hws).items():
-            checkpoint.write_offsets(os.path.join(log_dir, checkpoint.REPLICATION_OFFSET_CHECKPOINT), entries)
+        self._write_offsets(checkpoint.REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def read_hw_checkpoint(self) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
@@ -268,7 +306,7 @@ class LogManager:
         self.write_cleaner_checkpoints(self.cleaner_checkpoints())
         for lg in self._logs.values():
             lg.close()
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:  # an offline dir is recovered at the next start
             checkpoint.write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
         self._logs.clear()
         self._dir_of.clear()

@@ -414,6 +414,18 @@ class LocalCluster:
         if signum == signal.SIGKILL:
             wait_pid_exit(b["pid"], STOP_TIMEOUT_S)
 
+    def set_log_dirs(self, broker_id: int, log_dirs: list[str]) -> None:
+        """Give a stopped broker these log dirs (`log.dirs`) from its next start (JBOD tests:
+        a second dir on a small filesystem)."""
+        b = self.broker(broker_id)
+        if pid_alive(b["pid"]):
+            raise ClusterError(f"broker {broker_id} is running; stop it first")
+        cfg = Path(b["config"])
+        lines = [line for line in cfg.read_text().splitlines() if not line.startswith("log.dirs=")]
+        cfg.write_text("\n".join([*lines, "log.dirs=" + ",".join(log_dirs)]) + "\n")
+        b["log_dirs"] = list(log_dirs)
+        self._save()
+
     def stop_broker(self, broker_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (controlled shutdown) and wait; SIGKILL if it does not exit in time."""
         b = self.broker(broker_id)

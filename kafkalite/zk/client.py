@@ -13,6 +13,7 @@ events on its queue (STYLE.md habit 3).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -367,6 +368,36 @@ class ZkAdapter:
             return False
         result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
         return result is None
+
+    def report_log_dir_failures(self, broker_id: int, broker_epoch: int, log_dirs: Sequence[str],
+                                partitions: Iterable[TopicPartition]) -> None:
+        """/log_dir_failures/<id> (ephemeral, this session's): the broker's offline log dirs
+        and the partitions in them (KIP-112); created or replaced whole."""
+        path = paths.log_dir_failure_path(broker_id)
+        data = json.dumps({"version": 1, "broker_epoch": broker_epoch, "log_dirs": list(log_dirs),
+                           "partitions": [[t, p] for t, p in sorted(partitions)]}).encode()
+        self.ensure_path(paths.log_dir_failures_path())
+        for _ in range(self.contention_retries_max):
+            try:
+                self.create(path, data, ephemeral=True)
+                return
+            except ZnodeExistsError:
+                self.delete_if_exists(path)  # an older report (ours, or our previous session's)
+        raise ZkContentionError(f"could not replace the log dir failure report {path}")
+
+    def get_log_dir_failures(self) -> dict[int, tuple[int, tuple[TopicPartition, ...]]]:
+        """broker -> (broker epoch, offline partitions) of every report; unreadable ones are skipped."""
+        out: dict[int, tuple[int, tuple[TopicPartition, ...]]] = {}
+        for name in self.get_children(paths.log_dir_failures_path()) or []:
+            found = self.get(f"{paths.log_dir_failures_path()}/{name}")
+            if found is None or not name.isdigit():
+                continue
+            try:
+                d = json.loads(found[0])
+                out[int(name)] = (int(d["broker_epoch"]), tuple((str(t), int(p)) for t, p in d["partitions"]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("unreadable log dir failure report %s/%s", paths.log_dir_failures_path(), name)
+        return out
 
     def remove_gone_controller(self, broker_id: int, broker_epoch: int) -> bool:
         """Delete /controller if it is held by the session of registration (broker_id,

@@ -22,6 +22,12 @@ ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 # Not a persistent parent: its existence means "a reassignment is in progress".
 ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Issue 14 (KIP-112): /log_dir_failures/<broker id>, ephemeral, written by a broker whose log
+# dir failed: {"version":1,"broker_epoch":E,"log_dirs":[...],"partitions":[[topic,p],...]}.
+# Kafka 2.x sends a sequential /log_dir_event_notification and learns the partitions from
+# LeaderAndIsr answers; an ephemeral per broker carries the partitions itself and lives
+# exactly as long as the registration whose replicas are offline.
+LOG_DIR_FAILURES = "/log_dir_failures"
 
 # Persistent parents that must exist before watches are set on them.
 PERSISTENT_PARENTS = (
@@ -31,6 +37,7 @@ PERSISTENT_PARENTS = (
     ADMIN_PARTITIONS_REASSIGNED,
     ADMIN_PARTITIONS_ADD,
     ADMIN_PARTITIONS_REMOVE,
+    LOG_DIR_FAILURES,
 )
 
 
@@ -50,6 +57,14 @@ def _broker(broker_id: int) -> str:
     if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
         raise ValueError(f"broker id {broker_id!r} must be a non-negative int")
     return str(broker_id)
+
+
+def log_dir_failures_path() -> str:
+    return LOG_DIR_FAILURES
+
+
+def log_dir_failure_path(broker_id: int) -> str:
+    return f"{LOG_DIR_FAILURES}/{_broker(broker_id)}"
 
 
 def controller_path() -> str:

@@ -55,6 +55,9 @@ class FlakyZk:
             raise ZkConnectionLossError("connection lost")
         return None
 
+    def get_log_dir_failures(self):
+        return {}
+
     def get_partition_admin_requests(self, kind):
         return {}
 

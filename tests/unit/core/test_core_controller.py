@@ -550,3 +550,39 @@ def test_only_the_highest_partitions_can_be_removed_and_never_all(asked, why):
     ctrl, _ = active(zk)
     run = drive(ctrl, zk, core.PartitionsRemoveRequested(asked))
     assert any(why in n for n in run.notes) and "t" not in zk.topics and T0 in ctrl.states
+
+
+def test_replicas_reported_offline_lose_leadership_and_isr_membership_until_their_broker_restarts():
+    """Issue 14 (KIP-112): broker 1's log dir holding t-0 failed. It no longer leads t-0 nor
+    counts in its ISR (a new leader at a new epoch), the metadata shows the replica
+    offline, and it stays so (AlterIsr cannot add it back) until broker 1 registers again;
+    t-1 (its replica in a healthy dir) is untouched. A report of an older registration
+    changes nothing."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    assert drive(ctrl, zk, core.ReplicasOffline({1: (9, (T0,))})).sends == []  # not its registration
+    run = drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,))}))
+    assert zk.nodes[T0] == PartitionState(2, 1, (2, 3), 1, 2)
+    assert zk.nodes[T1] == PartitionState(2, 0, (2, 3, 1), 0, 1)
+    assert ctrl.offline == {T0: frozenset({1})}
+    assert any((m.topic, m.partition) == T0 and m.offline == (1,) for um in run.to(2, UpdateMetadata) for m in um.partitions)
+    assert any("offline after log dir failures" in n for n in run.notes)
+    # the same report again: nothing to do
+    assert drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,))})).sends == []
+    # a dead leader elsewhere does not bring the offline replica back as leader
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 3)))
+    assert zk.nodes[T0].leader == 3 and 1 not in zk.nodes[T0].isr
+    # broker 1 restarts (a new registration): its report no longer counts
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={1: 11})))
+    assert ctrl.offline == {}
+
+
+def test_with_every_replica_offline_or_dead_a_partition_goes_offline_and_comes_back_on_a_restart():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2)))  # broker 3 died
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,)), 2: (20, (T0,))}))
+    assert zk.nodes[T0].leader == -1  # offline; unclean election is off
+    assert ctrl.describe()["offline_partitions"] >= 1
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, epochs={1: 11})))  # broker 1 restarted: its dir is back
+    assert zk.nodes[T0].leader in (1, 2)

@@ -188,3 +188,26 @@ def test_follower_truncation_by_epoch_and_fetch_errors():
     assert after_fetch_error(replica, ErrorCode.OFFSET_OUT_OF_RANGE, 0, leader_leo=2) is FetchErrorAction.TRUNCATE_AGAIN
     assert after_fetch_error(replica, ErrorCode.FENCED_LEADER_EPOCH) is FetchErrorAction.AWAIT_LEADER_AND_ISR
     assert after_fetch_error(replica, ErrorCode.REQUEST_TIMED_OUT) is FetchErrorAction.BACK_OFF
+
+
+def test_a_replica_whose_log_dir_failed_is_offline_and_never_reopened():
+    """Issue 14 (KIP-112): mark_offline drops the replica and its fetcher without deleting
+    its log; produce, fetch and a later LeaderAndIsr for it get KAFKA_STORAGE_ERROR, and the
+    LeaderAndIsr does not open a new (empty) log for it."""
+    rm, logs = manager()
+    other = ("t", 1)
+    rm.on_leader_and_isr(lai(2, 0), 0)  # following TP
+    rm.on_leader_and_isr(lai(1, 0, tp=other), 0)
+    changes = rm.mark_offline([TP])
+    assert changes.removed == [TP] and not changes.delete and changes.stop_fetching == [TP]
+    assert TP not in rm.replicas and TP not in rm.fetching and rm.offline == {TP}
+    opened_before = len(logs)
+    for call in (lambda: rm.check_append(TP, -1, 1), lambda: rm.leader(TP),
+                 lambda: rm.follower_fetch(TP, 2, 0, -1, -1, 0)):
+        with pytest.raises(CoreError) as caught:
+            call()
+        assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    again = rm.on_leader_and_isr(lai(1, 1, version=1), 0)
+    assert again.codes == [(TP, int(ErrorCode.KAFKA_STORAGE_ERROR))] and TP not in rm.replicas
+    assert len(logs) == opened_before
+    assert rm.check_append(other, -1, 1).tp == other  # the other partition serves on

@@ -1,0 +1,70 @@
+"""A log dir failing while the broker serves (issue 14, KIP-112): LogManager takes it
+offline, writes nothing there any more, and leaves it to be recovered at the next start."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kafkalite.log.config import LogConfig
+from kafkalite.log.errors import LogDirError, LogDirFailure
+from kafkalite.log.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from kafkalite.log.records import encode_batch
+
+CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=200)
+
+
+def test_an_offline_dir_is_forgotten_skipped_and_recovered_at_the_next_start(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    logs = LogManager([a, b], CONFIG)
+    logs.open_all()
+    for p in range(4):
+        logs.get_or_create("t", p).append_as_leader(encode_batch([(None, b"v%d" % p, ())]), 0, 0)
+    in_b = sorted(tp for tp in logs.logs() if logs.dir_of(*tp) == os.path.abspath(b))
+    assert len(in_b) == 2
+    gone = logs.mark_offline(b)
+    assert gone == in_b and logs.offline_dirs == {os.path.abspath(b)} and logs.online_dirs == [os.path.abspath(a)]
+    assert all(logs.get(*tp) is None for tp in gone)
+    created = logs.get_or_create("t", 9)  # only in the online dir
+    assert logs.dir_of("t", 9) == os.path.abspath(a) and created is logs.get("t", 9)
+    logs.write_hw_checkpoint({tp: 1 for tp in logs.logs()})
+    assert not os.path.exists(os.path.join(b, "replication-offset-checkpoint"))
+    logs.close()
+    assert os.path.exists(os.path.join(a, CLEAN_SHUTDOWN_MARKER))
+    assert not os.path.exists(os.path.join(b, CLEAN_SHUTDOWN_MARKER))  # recovered at the next start
+    again = LogManager([a, b], CONFIG)
+    again.open_all()
+    assert sorted(again.logs()) == sorted([*in_b, *(tp for tp in [("t", p) for p in range(4)] if tp not in in_b), ("t", 9)])
+    assert all(again.get(*tp).log_end_offset == 1 for tp in in_b)
+    again.close()
+
+
+def test_a_checkpoint_write_failing_in_one_dir_still_writes_the_others_then_names_the_dir(tmp_path, monkeypatch):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    logs = LogManager([a, b], CONFIG)
+    logs.open_all()
+    logs.get_or_create("t", 0)
+    logs.get_or_create("t", 1)
+    from kafkalite.log import checkpoint
+
+    real = checkpoint.write_offsets
+
+    def full_disk(path, offsets):
+        if path.startswith(os.path.abspath(b)):
+            raise OSError(28, "No space left on device")
+        real(path, offsets)
+
+    monkeypatch.setattr(checkpoint, "write_offsets", full_disk)
+    with pytest.raises(LogDirFailure) as caught:
+        logs.write_hw_checkpoint({("t", 0): 0, ("t", 1): 0})
+    assert caught.value.log_dir == os.path.abspath(b) and caught.value.cause.errno == 28
+    assert os.path.exists(os.path.join(a, "replication-offset-checkpoint"))
+
+
+def test_with_every_dir_offline_nothing_can_be_created(tmp_path):
+    logs = LogManager([str(tmp_path / "only")], CONFIG)
+    logs.open_all()
+    logs.mark_offline(str(tmp_path / "only"))
+    with pytest.raises(LogDirError, match="every log dir is offline"):
+        logs.get_or_create("t", 0)
