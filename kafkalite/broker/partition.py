@@ -9,9 +9,11 @@ waiters (delayed produce / fetch) parked on it. Runs on the event loop thread; n
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from kafkalite.broker.errors import fail
+from kafkalite.broker.replication_timing import AppendTimes
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_sequence
 from kafkalite.core.replica_manager import Replica
@@ -55,6 +57,9 @@ class Partition(Replica):
         self.producers = ProducerStateTable()
         self._producers_loaded = False
         self.listeners: list[Callable[[Partition], None]] = []
+        # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
+        # made at the first append, so a partition never led costs nothing.
+        self.append_times: AppendTimes | None = None
 
     def epoch_at(self, offset: int) -> int:
         """The leader epoch the log records for `offset`; -1 outside the log."""
@@ -70,6 +75,8 @@ class Partition(Replica):
     # -- role changes (LeaderAndIsr, decided by the core replica manager) --------------
     def make_leader(self, st: LeaderAndIsrState, now_ms: int) -> bool:
         new_epoch = super().make_leader(st, now_ms)
+        if self.append_times is not None:
+            self.append_times.clear()
         if new_epoch and not self._producers_loaded:
             self._load_producers()
         self.notify()
@@ -111,6 +118,9 @@ class Partition(Replica):
         result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
         if idem is not None:
             self.producers.record(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq, result.first_offset, result.last_offset)
+        if self.append_times is None:
+            self.append_times = AppendTimes()
+        self.append_times.appended(result.last_offset + 1, time.monotonic())
         self.leader_appended()
         self.notify()
         return result, None
