@@ -97,6 +97,7 @@ LOCAL_ADMIN_PORTS: list[int] = []  # with --local: the brokers' /metrics, read a
 # Broker-side figures printed after each scenario with --local (summed over the brokers):
 # histogram name, label filter, what it is.
 BROKER_HISTOGRAMS = (
+    ("kafkalite_request_latency_seconds", {"api": "Produce"}, "produce handler (append -> acks met)"),
     ("kafkalite_request_total_seconds", {"api": "PRODUCE"}, "produce read -> answer written"),
     ("kafkalite_replication_catch_up_seconds", {}, "leader append -> follower fetch shows it"),
     ("kafkalite_replica_fetch_turnaround_seconds", {}, "follower: records in -> next fetch out"),
@@ -124,6 +125,25 @@ def broker_snapshot() -> dict[str, dict[float, float] | float]:
                 if s.name in (c + "_total" for c in BROKER_COUNTERS):
                     out[s.name] = out.get(s.name, 0.0) + s.value
     return out
+
+
+def client_scheduler_seconds() -> tuple[float, float]:
+    """This process's threads (librdkafka's and ours): seconds on a CPU and seconds runnable
+    but waiting for one (Linux schedstat; zeros elsewhere)."""
+    run = wait = 0.0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0, 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                r, w, _ = f.read().split()
+        except (OSError, ValueError):
+            continue
+        run += int(r) / 1e9
+        wait += int(w) / 1e9
+    return run, wait
 
 
 def broker_report(before: dict, after: dict) -> str:
@@ -220,6 +240,7 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
         raise SystemExit(f"{label}: warm-up failed: {warm_errors[0]}")
 
     before = broker_snapshot() if LOCAL_ADMIN_PORTS else None
+    client_before = client_scheduler_seconds()
     latencies: list[float] = []
     failures: list = []
     last_delivery = [0.0]
@@ -268,7 +289,9 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
     if failures:
         print(f"# {label}: {len(failures)} failed deliveries, first: {failures[0]}", file=sys.stderr)
     if before is not None:
-        print(f"# {label}, broker side:\n{broker_report(before, broker_snapshot())}", file=sys.stderr)
+        run, wait = (a - b for a, b in zip(client_scheduler_seconds(), client_before))
+        print(f"# {label}, broker side:\n{broker_report(before, broker_snapshot())}\n"
+              f"#   this client's threads: {run:.2f} s on a CPU, {wait:.2f} s runnable but waiting for one", file=sys.stderr)
     latencies.sort()
     ms = 1000.0
     return Result(label=label, records=len(latencies), failed=len(failures), seconds=elapsed,
