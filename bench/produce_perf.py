@@ -32,7 +32,12 @@ without (librdkafka allows idempotence only with acks=all); the producer is othe
 same (linger.ms 5, batch.size 1 MB).
 
 Without `--bootstrap`, `--local N` starts a LocalCluster of N brokers (and its own
-ZooKeeper) in a temporary directory on free loopback ports and stops it at the end.
+ZooKeeper) in a temporary directory on free loopback ports and stops it at the end. It then
+also prints, per scenario, what the brokers saw (their /metrics before and after, summed):
+the produce handler and total times, the leader append -> follower catch-up, the follower
+turnaround, event-loop lag, and the event-loop threads' CPU time against their time waiting
+for a CPU; and this client process's CPU and CPU wait (issue 13, item 2).
+`--no-idempotence`: acks=all without librdkafka's idempotence (single-scenario runs).
 """
 
 from __future__ import annotations
@@ -320,7 +325,7 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
     label = f"{args.topic} acks={args.acks}"
     return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
                          acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
-                         linger_ms=args.linger_ms)]
+                         linger_ms=args.linger_ms, extra={"enable.idempotence": False} if args.no_idempotence else None)]
 
 
 COMPARE_SCENARIOS = (
@@ -378,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
     parser.add_argument("--linger-ms", type=float, default=5,
                         help="librdkafka linger.ms (default 5; 0 sends each record at once: small-batch latency)")
+    parser.add_argument("--no-idempotence", action="store_true", help="acks=all without enable.idempotence (librdkafka then "
+                        "keeps up to 1,000,000 requests in flight instead of 5)")
     parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 vs RF1 acks=all vs RF3 acks=all not idempotent (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")

@@ -56,7 +56,7 @@ class Partition(Replica):
         self.log = plog
         self.producers = ProducerStateTable()
         self._producers_loaded = False
-        self.listeners: list[Callable[[Partition], None]] = []
+        self.listeners: list[Callable[[Partition, bool], None]] = []
         # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
         # made at the first append, so a partition never led costs nothing.
         self.append_times: AppendTimes | None = None
@@ -67,10 +67,12 @@ class Partition(Replica):
             return -1
         return self.log.leader_epoch_cache.epoch_for_offset(offset)
 
-    def notify(self) -> None:
-        """Role, HW or log moved: wake whatever waits on this partition."""
+    def notify(self, *, hw_may_have_moved: bool = True) -> None:
+        """Role, HW or log moved: wake whatever waits on this partition. False for
+        `hw_may_have_moved` says only the LEO moved: waiting fetches may complete, waiting
+        acks=all produces cannot (DelayedOperations.wake)."""
         for cb in list(self.listeners):
-            cb(self)
+            cb(self, hw_may_have_moved)
 
     # -- role changes (LeaderAndIsr, decided by the core replica manager) --------------
     def make_leader(self, st: LeaderAndIsrState, now_ms: int) -> bool:
@@ -121,8 +123,8 @@ class Partition(Replica):
         if self.append_times is None:
             self.append_times = AppendTimes()
         self.append_times.appended(result.last_offset + 1, time.monotonic())
-        self.leader_appended()
-        self.notify()
+        hw_moved = self.leader_appended()
+        self.notify(hw_may_have_moved=hw_moved)
         return result, None
 
     # -- follower -----------------------------------------------------------------------

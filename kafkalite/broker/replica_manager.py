@@ -134,8 +134,8 @@ class ReplicaManager:
         self._carry_out(self.core.remove_replicas(gone, delete=True))
         return gone
 
-    def _on_partition_changed(self, part: Partition) -> None:
-        self.delayed.wake(part.tp)
+    def _on_partition_changed(self, part: Partition, hw_may_have_moved: bool) -> None:
+        self.delayed.wake(part.tp, produce=hw_may_have_moved)
 
     def min_isr(self, topic: str) -> int:
         cfg = self.topic_configs.get(topic, {})
