@@ -396,7 +396,6 @@ class ReplicaManager:
         return out
 
 
-
 def _follower_leo(part: Partition | None, replica_id: int) -> int | None:
     """What this leader knew of `replica_id`'s LEO before its fetch; None if it does not
     lead or `replica_id` is no follower (the fetch then fails in the core)."""
