@@ -32,7 +32,12 @@ without (librdkafka allows idempotence only with acks=all); the producer is othe
 same (linger.ms 5, batch.size 1 MB).
 
 Without `--bootstrap`, `--local N` starts a LocalCluster of N brokers (and its own
-ZooKeeper) in a temporary directory on free loopback ports and stops it at the end.
+ZooKeeper) in a temporary directory on free loopback ports and stops it at the end. It then
+also prints, per scenario, what the brokers saw (their /metrics before and after, summed):
+the produce handler and total times, the leader append -> follower catch-up, the follower
+turnaround, event-loop lag, and the event-loop threads' CPU time against their time waiting
+for a CPU; and this client process's CPU and CPU wait (issue 13, item 2).
+`--no-idempotence`: acks=all without librdkafka's idempotence (single-scenario runs).
 """
 
 from __future__ import annotations
@@ -84,11 +89,88 @@ def bootstrap_servers(args: argparse.Namespace) -> Iterator[str]:
         previous = signal.signal(signal.SIGTERM, _raise_exit)
         try:
             status = cluster.up()
+            LOCAL_ADMIN_PORTS[:] = [b["admin_port"] for b in status["brokers"]]
             print(f"# local cluster: {brokers} broker(s) at {status['bootstrap']} in {tmp}", file=sys.stderr)
             yield status["bootstrap"]
         finally:
             cluster.down()
             signal.signal(signal.SIGTERM, previous)
+
+
+LOCAL_ADMIN_PORTS: list[int] = []  # with --local: the brokers' /metrics, read around each scenario
+
+# Broker-side figures printed after each scenario with --local (summed over the brokers):
+# histogram name, label filter, what it is.
+BROKER_HISTOGRAMS = (
+    ("kafkalite_request_latency_seconds", {"api": "Produce"}, "produce handler (append -> acks met)"),
+    ("kafkalite_request_total_seconds", {"api": "PRODUCE"}, "produce read -> answer written"),
+    ("kafkalite_replication_catch_up_seconds", {}, "leader append -> follower fetch shows it"),
+    ("kafkalite_replica_fetch_turnaround_seconds", {}, "follower: records in -> next fetch out"),
+    ("kafkalite_event_loop_lag_seconds", {}, "event-loop lag (10 ms probes)"),
+)
+BROKER_COUNTERS = ("kafkalite_event_loop_thread_cpu_seconds", "kafkalite_event_loop_thread_cpu_wait_seconds")
+
+
+def broker_snapshot() -> dict[str, dict[float, float] | float]:
+    """Cumulative bucket counts of BROKER_HISTOGRAMS and the BROKER_COUNTERS, summed over the
+    local brokers."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kafkalite.testing.probes import metrics_text
+
+    out: dict = {}
+    for port in LOCAL_ADMIN_PORTS:
+        for family in text_string_to_metric_families(metrics_text(port)):
+            for s in family.samples:
+                for name, labels, _what in BROKER_HISTOGRAMS:
+                    if s.name == name + "_bucket" and all(s.labels.get(k) == v for k, v in labels.items()):
+                        buckets = out.setdefault(name, {})
+                        le = float(s.labels["le"])
+                        buckets[le] = buckets.get(le, 0.0) + s.value
+                if s.name in (c + "_total" for c in BROKER_COUNTERS):
+                    out[s.name] = out.get(s.name, 0.0) + s.value
+    return out
+
+
+def client_scheduler_seconds() -> tuple[float, float]:
+    """This process's threads (librdkafka's and ours): seconds on a CPU and seconds runnable
+    but waiting for one (Linux schedstat; zeros elsewhere)."""
+    run = wait = 0.0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0, 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                r, w, _ = f.read().split()
+        except (OSError, ValueError):
+            continue
+        run += int(r) / 1e9
+        wait += int(w) / 1e9
+    return run, wait
+
+
+def broker_report(before: dict, after: dict) -> str:
+    """What the brokers saw during one scenario: per histogram the bucket bound that holds
+    p50 / p99 / p999 (Prometheus buckets: "<= x ms"), and their CPU time against their time
+    spent waiting for a CPU."""
+    lines = []
+    for name, _labels, what in BROKER_HISTOGRAMS:
+        a, b = after.get(name, {}), before.get(name, {})
+        delta = sorted((le, a[le] - b.get(le, 0.0)) for le in a)
+        total = delta[-1][1] if delta else 0
+        if not total:
+            continue
+        qs = []
+        for q in (0.5, 0.99, 0.999):
+            le = next(le for le, c in delta if c >= q * total)
+            qs.append(f"{le * 1000:g}")
+        lines.append(f"#   {what:<42} n={total:>7.0f}  p50/p99/p999 <= {' / '.join(qs)} ms")
+    run = after.get(BROKER_COUNTERS[0] + "_total", 0) - before.get(BROKER_COUNTERS[0] + "_total", 0)
+    wait = after.get(BROKER_COUNTERS[1] + "_total", 0) - before.get(BROKER_COUNTERS[1] + "_total", 0)
+    lines.append(f"#   brokers' event-loop threads: {run:.2f} s on a CPU, {wait:.2f} s runnable but waiting for one")
+    return "\n".join(lines)
 
 
 def _raise_exit(signum, frame):
@@ -162,6 +244,8 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
     if warm_errors:
         raise SystemExit(f"{label}: warm-up failed: {warm_errors[0]}")
 
+    before = broker_snapshot() if LOCAL_ADMIN_PORTS else None
+    client_before = client_scheduler_seconds()
     latencies: list[float] = []
     failures: list = []
     last_delivery = [0.0]
@@ -209,6 +293,10 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
         print(f"# {label}: {left} records still undelivered after {FLUSH_GRACE_S:.0f} s; not counted", file=sys.stderr)
     if failures:
         print(f"# {label}: {len(failures)} failed deliveries, first: {failures[0]}", file=sys.stderr)
+    if before is not None:
+        run, wait = (a - b for a, b in zip(client_scheduler_seconds(), client_before))
+        print(f"# {label}, broker side:\n{broker_report(before, broker_snapshot())}\n"
+              f"#   this client's threads: {run:.2f} s on a CPU, {wait:.2f} s runnable but waiting for one", file=sys.stderr)
     latencies.sort()
     ms = 1000.0
     return Result(label=label, records=len(latencies), failed=len(failures), seconds=elapsed,
@@ -237,7 +325,7 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
     label = f"{args.topic} acks={args.acks}"
     return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
                          acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
-                         linger_ms=args.linger_ms)]
+                         linger_ms=args.linger_ms, extra={"enable.idempotence": False} if args.no_idempotence else None)]
 
 
 COMPARE_SCENARIOS = (
@@ -295,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="records/s to aim at (-1: as fast as possible); latency is only meaningful below saturation")
     parser.add_argument("--linger-ms", type=float, default=5,
                         help="librdkafka linger.ms (default 5; 0 sends each record at once: small-batch latency)")
+    parser.add_argument("--no-idempotence", action="store_true", help="acks=all without enable.idempotence (librdkafka then "
+                        "keeps up to 1,000,000 requests in flight instead of 5)")
     parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 vs RF1 acks=all vs RF3 acks=all not idempotent (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")

@@ -42,9 +42,16 @@ class DelayedOperations:
         return self.fetch.size
 
     # -- waking -----------------------------------------------------------------------------
-    def wake(self, key: TP) -> None:
-        """The HW, LEO or role of `key` moved: complete whatever is now complete (once)."""
-        for op_id in self.produce.check_and_complete(key) + self.fetch.check_and_complete(key):
+    def wake(self, key: TP, *, produce: bool = True) -> None:
+        """The HW, LEO or role of `key` moved: complete whatever is now complete (once).
+        `produce=False`: only the LEO moved (an append as leader that left the HW where it
+        was), which completes no acks=all produce (each waits for the HW, a role or epoch
+        change, or its replica gone), so the produce purgatory is not walked: Kafka's
+        appendRecordsToLeader checks it only when the leader's HW increased. At a high
+        rate of small acks=all requests hundreds wait per partition, and walking them all
+        on every append made the leader's work grow with the square of the rate."""
+        completed = self.produce.check_and_complete(key) if produce else []
+        for op_id in completed + self.fetch.check_and_complete(key):
             self._resolve(op_id)
 
     def _resolve(self, op_id: int) -> None:

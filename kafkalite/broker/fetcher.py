@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ class FetcherTask:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[TP, Follow] = {}
+        self._records_answered_at: float | None = None  # the last answer brought records (turnaround metric)
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self._task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else manager.on_fatal(t.exception()))
@@ -120,6 +122,9 @@ class FetcherTask:
     async def _fetch_once(self, client: RpcClient, ready: dict[TP, Follow]) -> None:
         settings = self.manager.settings
         req = [[tp[0], tp[1], f.replica.leo, f.leader_epoch, f.latest_epoch()] for tp, f in ready.items()]
+        if self._records_answered_at is not None:
+            self.manager.metrics.replica_fetch_turnaround.observe(time.monotonic() - self._records_answered_at)
+            self._records_answered_at = None
         header, payload = await self._call(client, "ReplicaFetch", {
             "max_wait_ms": settings["replica.fetch.wait.max.ms"],
             "min_bytes": settings["replica.fetch.min.bytes"],
@@ -127,6 +132,8 @@ class FetcherTask:
             "partition_max_bytes": settings["replica.fetch.max.bytes"],
             "partitions": req,
         }, ready, settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
+        if len(payload):
+            self._records_answered_at = time.monotonic()
         try:
             if header.get("error", 0) != 0:
                 for f in ready.values():

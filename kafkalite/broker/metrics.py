@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from kafkalite.broker.replication_timing import scheduler_seconds
 
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
@@ -63,6 +65,12 @@ class _StateCollector:
         for (t, p), v in sorted(b.metrics.lags.items()):
             lag.add_metric([t, str(p)], v)
         yield lag
+        sched = scheduler_seconds()
+        if sched is not None:
+            run_s, wait_s = sched
+            yield CounterMetricFamily("kafkalite_event_loop_thread_cpu_seconds", "time the event-loop thread ran on a CPU", value=run_s)
+            yield CounterMetricFamily("kafkalite_event_loop_thread_cpu_wait_seconds", "time the event-loop thread was runnable but "
+                                      "waited for a CPU (other processes held both): the scheduler's share of every delay", value=wait_s)
 
 
 def _g(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -90,6 +98,16 @@ class BrokerMetrics:
                                         buckets=LOOP_LAG_BUCKETS_S, registry=r)
         self.gc_pause = Histogram("kafkalite_gc_pause_seconds", "garbage collections of this process by generation: "
                                   "the event loop stands still meanwhile", ["generation"], buckets=LOOP_LAG_BUCKETS_S, registry=r)
+        # The acks=all round trip in parts (issue 13, item 2): on a leader, from appending a
+        # batch to the first fetch of each follower that shows it holds it; on a follower,
+        # from a ReplicaFetch answer with records to its next ReplicaFetch sent (the append
+        # and its own event loop in between).
+        self.replication_catch_up_time = Histogram("kafkalite_replication_catch_up_seconds", "leader: a batch appended -> the "
+                                                   "follower's fetch that shows it holds it, by follower", ["follower"],
+                                                   buckets=LATENCY_BUCKETS_S, registry=r)
+        self.replica_fetch_turnaround = Histogram("kafkalite_replica_fetch_turnaround_seconds", "follower: a ReplicaFetch answer "
+                                                  "with records received -> the next ReplicaFetch sent", buckets=LATENCY_BUCKETS_S,
+                                                  registry=r)
         self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
         self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
@@ -135,6 +153,9 @@ class BrokerMetrics:
 
     def request_latency(self, api: str, seconds: float) -> None:
         self.latency.labels(api).observe(seconds)
+
+    def replication_catch_up(self, follower: int, seconds: float) -> None:
+        self.replication_catch_up_time.labels(str(follower)).observe(seconds)
 
     def messages_in(self, topic: str, count: int, size: int) -> None:
         self.messages.labels(topic).inc(count)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kafkalite.broker.errors import fail
+from kafkalite.broker.replication_timing import AppendTimes
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_sequence
 from kafkalite.core.replica_manager import Replica
@@ -68,7 +70,10 @@ class Partition(Replica):
         self.log = plog
         self.producers = ProducerStateTable()
         self._producers_loaded = False
-        self.listeners: list[Callable[[Partition], None]] = []
+        self.listeners: list[Callable[[Partition, bool], None]] = []
+        # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
+        # made at the first append, so a partition never led costs nothing.
+        self.append_times: AppendTimes | None = None
 
     def epoch_at(self, offset: int) -> int:
         """The leader epoch the log records for `offset`; -1 outside the log."""
@@ -76,14 +81,18 @@ class Partition(Replica):
             return -1
         return self.log.leader_epoch_cache.epoch_for_offset(offset)
 
-    def notify(self) -> None:
-        """Role, HW or log moved: wake whatever waits on this partition."""
+    def notify(self, *, hw_may_have_moved: bool = True) -> None:
+        """Role, HW or log moved: wake whatever waits on this partition. False for
+        `hw_may_have_moved` says only the LEO moved: waiting fetches may complete, waiting
+        acks=all produces cannot (DelayedOperations.wake)."""
         for cb in list(self.listeners):
-            cb(self)
+            cb(self, hw_may_have_moved)
 
     # -- role changes (LeaderAndIsr, decided by the core replica manager) --------------
     def make_leader(self, st: LeaderAndIsrState, now_ms: int) -> bool:
         new_epoch = super().make_leader(st, now_ms)
+        if self.append_times is not None:
+            self.append_times.clear()
         if new_epoch and not self._producers_loaded:
             self._load_producers()
         self.notify()
@@ -126,8 +135,11 @@ class Partition(Replica):
             result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
         if idem is not None:
             self.producers.record(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq, result.first_offset, result.last_offset)
-        self.leader_appended()
-        self.notify()
+        if self.append_times is None:
+            self.append_times = AppendTimes()
+        self.append_times.appended(result.last_offset + 1, time.monotonic())
+        hw_moved = self.leader_appended()
+        self.notify(hw_may_have_moved=hw_moved)
         return result, None
 
     # -- follower -----------------------------------------------------------------------

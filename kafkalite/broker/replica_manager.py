@@ -147,8 +147,8 @@ class ReplicaManager:
             self._hw_checkpoint.pop(tp, None)
         return tps
 
-    def _on_partition_changed(self, part: Partition) -> None:
-        self.delayed.wake(part.tp)
+    def _on_partition_changed(self, part: Partition, hw_may_have_moved: bool) -> None:
+        self.delayed.wake(part.tp, produce=hw_may_have_moved)
 
     def min_isr(self, topic: str) -> int:
         cfg = self.topic_configs.get(topic, {})
@@ -265,6 +265,7 @@ class ReplicaManager:
                                "preferred_read_replica": -1, "served_as": None}
         try:
             if replica_id >= 0:
+                previous_leo = _follower_leo(part, replica_id)
                 decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms())
                 assert part is not None
                 if decision.diverging is not None:
@@ -279,6 +280,10 @@ class ReplicaManager:
                     records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
                     quotas.record_leader(tp, replica_id, len(records), now)
                 out["hw_news"] = decision.hw_news
+                if previous_leo is not None and part.append_times is not None:
+                    appended_at = part.append_times.oldest_covered(previous_leo, fetch_offset)
+                    if appended_at is not None:
+                        self.metrics.replication_catch_up(replica_id, time.monotonic() - appended_at)
                 if decision.hw_changed:
                     part.notify()
                 if self.core.alter_isr_pending:
@@ -409,3 +414,13 @@ class ReplicaManager:
             }
         return out
 
+
+def _follower_leo(part: Partition | None, replica_id: int) -> int | None:
+    """What this leader knew of `replica_id`'s LEO before its fetch; None if it does not
+    lead or `replica_id` is no follower (the fetch then fails in the core)."""
+    if part is None or not part.is_leader:
+        return None
+    try:
+        return part.state.follower_leo(replica_id)
+    except KeyError:
+        return None
