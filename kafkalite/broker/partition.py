@@ -23,7 +23,7 @@ from kafkalite.core.replica_state import LeaderAndIsrState
 from kafkalite.log import batch_filter
 from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log import Log
-from kafkalite.log.records import BatchHeader, iter_headers, validate_batches
+from kafkalite.log.records import BatchHeader, iter_headers, validate_batches, verify_stored_batches
 from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,9 @@ class Partition(Replica):
         if offset >= upper:
             return b""
         with disk_io(self.log):
-            return self.log.read(offset, max_bytes, max_offset=upper, min_one=min_one)
+            data = self.log.read(offset, max_bytes, max_offset=upper, min_one=min_one)
+        verify_stored_batches(data)  # a flipped bit is not served (CorruptBatchError)
+        return data
 
 
 def _producer_batch(h: BatchHeader) -> ProducerBatch:

@@ -31,7 +31,7 @@ from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchPr
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log.config import LogConfig, parse_cleanup_policy
-from kafkalite.log.errors import LogDirFailure
+from kafkalite.log.errors import CorruptBatchError, LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
 
@@ -90,6 +90,9 @@ class ReplicaManager:
         # Set by the broker: a log dir failed under a request (KIP-112); it takes the dir
         # offline (mark_dir_offline) and tells the controller.
         self.on_log_dir_failure: Callable[[LogDirFailure], None] = lambda failure: None
+        # Set by the broker: a stored batch failed its CRC when read to be served (issue 14);
+        # the replica is quarantined, repaired by truncation and refilled from the leader.
+        self.on_replica_corrupt: Callable[[tuple[str, int], int], None] = lambda tp, base_offset: None
 
     @property
     def broker_epoch(self) -> int:
@@ -146,6 +149,15 @@ class ReplicaManager:
         for tp in tps:
             self._hw_checkpoint.pop(tp, None)
         return tps
+
+    def quarantine(self, tp: tuple[str, int]) -> None:
+        """A replica found corrupt stops here (like a failed dir's, but its log stays open
+        for the repair): no role, no fetcher, waiters fail, KAFKA_STORAGE_ERROR."""
+        self._carry_out(self.core.mark_offline([tp]))
+
+    def release(self, tp: tuple[str, int]) -> None:
+        """A repaired replica may be opened again (the controller's next LeaderAndIsr)."""
+        self.core.offline.discard(tp)
 
     def _on_partition_changed(self, part: Partition, hw_may_have_moved: bool) -> None:
         self.delayed.wake(part.tp, produce=hw_may_have_moved)
@@ -301,6 +313,10 @@ class ReplicaManager:
         except LogDirFailure as e:
             out["error"] = error_code_for(e)
             self.on_log_dir_failure(e)
+        except CorruptBatchError as e:
+            log.error("%s-%d: %s; this replica stops serving it", tp[0], tp[1], e)
+            out["error"] = int(ErrorCode.KAFKA_STORAGE_ERROR)  # clients and followers go to another replica
+            self.on_replica_corrupt(tp, e.base_offset)
         except OPERATING_ERRORS as e:
             out["error"] = error_code_for(e)
             if part is not None:

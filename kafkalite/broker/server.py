@@ -147,7 +147,9 @@ class Broker:
         # KIP-112 (issue 14): a log dir failing under a request, a fetch or a checkpoint.
         self.replica_manager.on_log_dir_failure = self.on_log_dir_failure
         self.fetchers.on_log_dir_failure = self.on_log_dir_failure
+        self.replica_manager.on_replica_corrupt = self.on_replica_corrupt
         self._offline_report: asyncio.Task | None = None
+        self._offline_dirty = False
         self.offline_partitions: set[tuple[str, int]] = set()
         self.fetchers.broker_id, self.fetchers.quotas = self.broker_id, self.replica_manager.core.quotas
         self.replica_manager.alter_isr_due = self._alter_isr_due
@@ -284,21 +286,63 @@ class Broker:
             log.critical("every log dir of broker %d has failed; exiting", self.broker_id)
             logging.shutdown()
             os._exit(1)
+        self._report_offline_soon()
+
+    def on_replica_corrupt(self, tp: tuple[str, int], base_offset: int) -> None:
+        """A stored batch of `tp` failed its CRC when read to be served (issue 14): the
+        replica is quarantined (reported offline, so the controller moves its leadership
+        and drops it from the ISR), then truncated to the bad batch and released, and the
+        controller's next LeaderAndIsr makes it a follower that refills from the leader."""
+        if tp in self.offline_partitions or self.logs.get(*tp) is None:
+            return
+        log.error("%s-%d: the batch at offset %d on disk is corrupt: quarantining this replica", tp[0], tp[1], base_offset)
+        self.replica_manager.quarantine(tp)
+        self.offline_partitions.add(tp)
+        self._report_offline_soon()
+        spawn(self._repair(tp, base_offset), name=f"repair-{tp[0]}-{tp[1]}", owner=self._owned)
+
+    async def _repair(self, tp: tuple[str, int], base_offset: int) -> None:
+        """Once the controller no longer counts this replica (not the leader, not in the ISR
+        unless it is the only member), drop the log from the bad batch on, and release it."""
+        while not self.stopping:
+            meta = self.metadata_cache.partition(*tp)
+            if meta is not None and meta.leader != self.broker_id and (self.broker_id not in meta.isr or list(meta.isr) == [self.broker_id]):
+                break
+            await asyncio.sleep(0.2)
+        plog = self.logs.get(*tp)
+        if self.stopping or plog is None:
+            return
+        try:
+            plog.truncate_to(base_offset)
+        except OSError as e:
+            self.on_log_dir_failure(LogDirFailure(os.path.dirname(plog.dir), e))
+            return
+        log.warning("%s-%d: truncated to %d below the corrupt batch; refetching from the leader", tp[0], tp[1], plog.log_end_offset)
+        self.replica_manager.release(tp)
+        self.offline_partitions.discard(tp)
+        self._report_offline_soon()
+
+    def _report_offline_soon(self) -> None:
+        self._offline_dirty = True
         if self._offline_report is None or self._offline_report.done():
             self._offline_report = spawn(self._report_offline(), name="report-offline-replicas", owner=self._owned)
 
     async def _report_offline(self) -> None:
-        """Write /log_dir_failures/<id> until it is written for the current registration."""
-        while not self.stopping:
+        """Write /log_dir_failures/<id> until what it says is current, for the current
+        registration (one writer at a time: a newer report never races an older one)."""
+        while not self.stopping and self._offline_dirty:
+            self._offline_dirty = False
             epoch = self.broker_epoch
             try:
                 await self.loop.run_in_executor(None, self.zk.report_log_dir_failures, self.broker_id, epoch,
                                                 sorted(self.logs.offline_dirs), sorted(self.offline_partitions))
-                if epoch == self.broker_epoch:
-                    return
             except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: retried
-                log.info("reporting offline log dirs failed (%s); retrying", e)
-            await asyncio.sleep(0.5)
+                log.info("reporting offline replicas failed (%s); retrying", e)
+                self._offline_dirty = True
+                await asyncio.sleep(0.5)
+                continue
+            if epoch != self.broker_epoch:
+                self._offline_dirty = True
 
     def _on_fatal(self, error: BaseException) -> None:
         """A programmer error in a role this process must not go on without (the
@@ -380,9 +424,8 @@ class Broker:
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         self.registered.set()
-        if self.logs.offline_dirs and (self._offline_report is None or self._offline_report.done()):
-            # A new session (re-registration) lost the ephemeral report: write it again.
-            self._offline_report = spawn(self._report_offline(), name="report-offline-replicas", owner=self._owned)
+        if self.logs.offline_dirs or self.offline_partitions:
+            self._report_offline_soon()  # a new session lost the ephemeral report: write it again
         log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
 
     def _install_watches(self) -> None:

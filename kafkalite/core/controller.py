@@ -509,7 +509,18 @@ class Controller:
                     yield from self._on_brokers_changed({**self.live, broker.id: broker})
             case ReplicasOffline(reports=reports):
                 self._offline_reports = dict(reports)
+                before = self.offline
                 changed = self._refresh_offline()
+                # Replicas back from a repair (a corrupt batch truncated away): their broker
+                # is told their role again, and refills as a follower.
+                back: dict[int, list[TP]] = {}
+                for tp in changed:
+                    for bid in before.get(tp, frozenset()) - self.offline.get(tp, frozenset()):
+                        if bid in self.live and tp in self.states:
+                            back.setdefault(bid, []).append(tp)
+                for bid, tps in sorted(back.items()):
+                    self._note(f"broker {bid} serves {len(tps)} repaired replicas again: {tps[:5]}")
+                    self._send_leader_and_isr(bid, tps)
                 if changed:
                     self._note("replicas offline after log dir failures: " + ", ".join(
                         f"{t}-{p} on {sorted(self.offline[(t, p)])}" for t, p in changed[:20] if (t, p) in self.offline)

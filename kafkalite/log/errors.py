@@ -42,3 +42,12 @@ class LogDirFailure(LogDirError):
         super().__init__(f"log dir {log_dir} failed: {cause}")
         self.log_dir = log_dir
         self.cause = cause
+
+
+class CorruptBatchError(CorruptRecordError):
+    """A batch already in a local log fails its CRC (a flipped bit on disk, found when it
+    is read to be served): the replica must not serve or replicate it (issue 14)."""
+
+    def __init__(self, message: str, base_offset: int) -> None:
+        super().__init__(message)
+        self.base_offset = base_offset

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +73,83 @@ def test_a_full_log_dir_goes_offline_its_leaderships_move_nothing_is_lost_and_it
         cluster.start(2)
         wait_until(lambda: fully_replicated(cluster, w.topic, PARTITIONS), 90, "every ISR full again after the restart")
         assert broker_state(admin_port)["log_dirs"]["offline"] == []
+        w.finish()
+    finally:
+        w.stop()
+
+
+def flip_a_bit_in_a_middle_batch(segment_path) -> int:
+    """Flip one bit inside the records of the middle batch of a segment file (bytes the
+    CRC covers); returns that batch's base offset."""
+    import struct
+
+    data = bytearray(segment_path.read_bytes())
+    batches, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        batches.append((pos, base))
+        pos += 12 + length
+    pos, base = batches[len(batches) // 2]
+    data[pos + 61 + 3] ^= 0x10
+    segment_path.write_bytes(bytes(data))
+    return base
+
+
+def test_a_flipped_bit_below_the_hw_is_caught_when_read_and_the_replica_truncates_and_refetches(cluster_factory):
+    """Issue 14: a bit flipped on the leader's disk in a batch below the HW. The leader finds
+    it by the batch's CRC when it reads it to serve a consumer, serves nothing of it,
+    gives up the replica (the controller moves the leadership and drops it from the ISR),
+    truncates its log to the bad batch and refetches from the new leader. The consumer
+    reads every record intact from the new leader, and the replicas end identical."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = cluster_factory(3)
+    w = Workload(cluster, "flip", partitions=1)
+    try:
+        wait_until(lambda: w.producer.snapshot()[0] >= 600, 60, "600 acknowledged records")
+        leader = partition_view(cluster, w.topic, 0)["leader"]
+        segment = next((Path(cluster.broker(leader)["log_dirs"][0]) / f"{w.topic}-0").glob("*.log"))
+        bad_offset = flip_a_bit_in_a_middle_batch(segment)
+        # A fresh consumer reads from the start, through the bad batch.
+        consumer = Consumer({"bootstrap.servers": w.boot, "group.id": "flip-reader", "enable.auto.commit": False,
+                             "topic.metadata.refresh.interval.ms": 1000})
+        consumer.assign([TopicPartition(w.topic, 0, 0)])
+        got: dict[int, bytes] = {}
+        deadline = time.monotonic() + 90
+        try:
+            while time.monotonic() < deadline and (not got or max(got) < bad_offset + 50):
+                for m in consumer.consume(500, timeout=0.5):
+                    if m.error() is None:
+                        got[m.offset()] = m.value()
+                        w.history.read("flip-reader", m.value(), m.partition(), m.offset())
+        finally:
+            consumer.close()
+        assert max(got) >= bad_offset + 50, f"the consumer stopped at {max(got) if got else None} (bad batch at {bad_offset})"
+        assert sorted(got) == list(range(len(got))), "the consumer skipped offsets"
+        view = partition_view(cluster, w.topic, 0)
+        assert view["leader"] != leader, "the leader with the corrupt copy still leads"
+        wait_until(lambda: fully_replicated(cluster, w.topic, 1), 90, f"broker {leader} repaired and back in the ISR")
+        w.finish()  # history (the fresh consumer's reads included) and byte-identical replicas
+    finally:
+        w.stop()
+
+
+def test_a_flipped_bit_in_a_follower_is_caught_at_recovery_after_a_crash_and_refetched(cluster_factory):
+    """The same flip on a follower's disk, then the follower is killed and restarted: its
+    recovery (the active segment is scanned, CRCs checked) drops the log from the bad batch
+    on, and the follower refetches it from the leader and rejoins the ISR."""
+    cluster = cluster_factory(3)
+    w = Workload(cluster, "flipf", partitions=1)
+    try:
+        wait_until(lambda: w.producer.snapshot()[0] >= 600, 60, "600 acknowledged records")
+        view = partition_view(cluster, w.topic, 0)
+        follower = next(b for b in view["replicas"] if b != view["leader"])
+        cluster.kill(follower, "KILL")
+        segment = next((Path(cluster.broker(follower)["log_dirs"][0]) / f"{w.topic}-0").glob("*.log"))
+        flip_a_bit_in_a_middle_batch(segment)
+        cluster.start(follower)
+        wait_until(lambda: fully_replicated(cluster, w.topic, 1), 90, f"broker {follower} recovered and back in the ISR")
+        assert "dropped" in Path(cluster.broker(follower)["log"]).read_text()  # recovery found the bad batch
         w.finish()
     finally:
         w.stop()

@@ -586,3 +586,14 @@ def test_with_every_replica_offline_or_dead_a_partition_goes_offline_and_comes_b
     assert ctrl.describe()["offline_partitions"] >= 1
     drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, epochs={1: 11})))  # broker 1 restarted: its dir is back
     assert zk.nodes[T0].leader in (1, 2)
+
+
+def test_a_repaired_replica_no_longer_reported_offline_is_told_its_role_again():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    drive(ctrl, zk, core.ReplicasOffline({2: (20, (T1,))}))  # broker 2 led t-1; its copy is corrupt
+    assert zk.nodes[T1].leader != 2 and 2 not in zk.nodes[T1].isr
+    run = drive(ctrl, zk, core.ReplicasOffline({2: (20, ())}))  # truncated and released
+    assert ctrl.offline == {}
+    (lai,) = run.to(2, LeaderAndIsr)
+    assert [p.topic_partition for p in lai.partitions] == [T1] and lai.partitions[0].leader != 2
