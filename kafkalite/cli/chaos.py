@@ -48,6 +48,11 @@ ACTIONS = ("kill", "pause", "term", "kill-controller")
 # With --netns (a cluster started with `bin/cluster up --netns`): network faults, each held
 # for a few seconds and then healed (kafkalite.testing.netns).
 NET_ACTIONS = ("isolate", "isolate-zk", "split-controller", "oneway", "loss")
+# With --disk: disk faults. `disk-full` fills a broker's second log dir (bin/cluster up
+# --small-log-dir) until it goes offline (KIP-112), frees it and restarts the broker;
+# `bitflip` kills a follower, flips a bit in a batch of its active segment and restarts it
+# (its recovery must catch it by the CRC and refetch).
+DISK_ACTIONS = ("disk-full", "bitflip")
 
 
 def say(msg: str) -> None:
@@ -148,6 +153,84 @@ class StallWatch(threading.Thread):
         return True
 
 
+def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: str, partitions: int, say_, progress: str) -> str | None:
+    """One disk fault, repaired before it returns; what was done, or None if not possible now."""
+    from pathlib import Path
+
+    from kafkalite.testing.probes import broker_state
+
+    st = cluster.status()
+    if action == "disk-full":
+        candidates = [b for b in st["brokers"] if b.get("small_log_dir") and b["alive"]]
+        if not candidates:
+            return None
+        b = rng.choice(candidates)
+        small = Path(b["small_log_dir"])
+        say_(f"disk-full: fill broker {b['id']}'s log dir {small}  {progress}")
+        with open(small / "chaos-filler", "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 16))
+                    f.flush()
+            except OSError:
+                pass
+        try:
+            wait_until(lambda: str(small) in broker_state(b["admin_port"], host=b["host"])["log_dirs"]["offline"], 30,
+                       f"broker {b['id']} to take {small} offline")
+            say_(f"  broker {b['id']} took {small} offline")
+        except AssertionError as e:
+            say_(f"  {e} (nothing was written there meanwhile?)")
+        finally:
+            (small / "chaos-filler").unlink(missing_ok=True)
+        cluster.stop_broker(b["id"])
+        cluster.start(b["id"])
+        say_(f"  space freed, broker {b['id']} restarted")
+        return f"broker {b['id']}"
+    if action == "bitflip":
+        p = rng.randrange(partitions)
+        view = partition_view(cluster, topic, p)
+        if view is None or view["leader"] < 0:
+            return None
+        followers = [r for r in view["replicas"] if r != view["leader"]]
+        if not followers:
+            return None
+        victim = rng.choice(followers)
+        b = cluster.broker(victim)
+        say_(f"bitflip: kill broker {victim}, flip a bit in its copy of {topic}-{p}, restart  {progress}")
+        cluster.kill(victim, "KILL")
+        flipped = None
+        for d in b["log_dirs"]:
+            segments = sorted((Path(d) / f"{topic}-{p}").glob("*.log"))
+            if segments:
+                flipped = flip_bit_in_a_batch(segments[-1], rng)
+        cluster.start(victim)
+        say_(f"  flipped the batch at offset {flipped}; broker {victim} restarted" if flipped is not None
+             else "  its active segment had no batch to flip")
+        return f"broker {victim} {topic}-{p}"
+    raise AssertionError(action)
+
+
+def flip_bit_in_a_batch(segment, rng: random.Random) -> int | None:
+    """Flip one bit in the records of a random batch of a segment file (bytes the CRC
+    covers); that batch's base offset, or None if the file has no whole batch."""
+    import struct
+
+    data = bytearray(segment.read_bytes())
+    batches, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if length < 49 or pos + 12 + length > len(data):
+            break
+        batches.append((pos, base, length))
+        pos += 12 + length
+    if not batches:
+        return None
+    pos, base, length = rng.choice(batches)
+    data[pos + 61 + rng.randrange(max(1, length - 49))] ^= 1 << rng.randrange(8)
+    segment.write_bytes(bytes(data))
+    return base
+
+
 def network_fault(net, action: str, rng: random.Random, ids: list[int], controller: int | None) -> str | None:
     """Make one network fault (undone by net.heal()); what was done, or None if it cannot be now."""
     if action == "isolate":
@@ -183,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--actions", default=None,
                     help=f"comma-separated subset of {','.join(ACTIONS)} (default all), and with --netns of "
                          f"{','.join(NET_ACTIONS)}")
+    ap.add_argument("--disk", action="store_true",
+                    help=f"also make disk faults ({', '.join(DISK_ACTIONS)}; disk-full needs bin/cluster up --small-log-dir)")
     ap.add_argument("--netns", action="store_true",
                     help="also make network faults (the cluster must run in network namespaces: bin/cluster up --netns)")
     ap.add_argument("--topic", default="chaos")
@@ -202,11 +287,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the run's history (JSON lines) here; by default it is written to the cluster "
                          "directory only when the checker finds a violation")
     args = ap.parse_args(argv)
-    allowed = ACTIONS + (NET_ACTIONS if args.netns else ())
+    allowed = ACTIONS + (NET_ACTIONS if args.netns else ()) + (DISK_ACTIONS if args.disk else ())
     actions = [a.strip() for a in (args.actions or ",".join(allowed)).split(",") if a.strip()]
     bad = [a for a in actions if a not in allowed]
     if bad or not actions:
-        hint = "" if args.netns else f" (network faults {', '.join(NET_ACTIONS)} need --netns)"
+        hint = "" if args.netns and args.disk else (f" (network faults {', '.join(NET_ACTIONS)} need --netns, "
+                                                    f"disk faults {', '.join(DISK_ACTIONS)} --disk)")
         print(f"bin/chaos: unknown action(s) {bad}; choose from {', '.join(allowed)}{hint}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -276,6 +362,13 @@ def main(argv: list[str] | None = None) -> int:
                     net.heal()
                 done_actions.append((action, described))
                 say("  healed")
+                continue
+            if action in DISK_ACTIONS:
+                acked, failed = producer.snapshot()
+                described = disk_fault(cluster, action, rng, args.topic, args.partitions, say,
+                                       f"(acked so far {acked}, failed {failed})")
+                if described is not None:
+                    done_actions.append((action, described))
                 continue
             victim = st["controller"] if action == "kill-controller" else rng.choice([b["id"] for b in st["brokers"]])
             if victim is None:

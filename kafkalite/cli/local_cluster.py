@@ -1,7 +1,7 @@
 """`bin/cluster`: start, inspect, signal and stop a local cluster of real processes.
 
     bin/cluster up [--brokers N] [--dir DIR] [--base-port P] [--zk-port P] [--racks r1,r2,...] [--override k=v]
-                   [--netns PREFIX [--zk-ensemble N]]
+                   [--netns PREFIX [--zk-ensemble N]] [--small-log-dir SIZE]
     bin/cluster status [--dir DIR] [--json]
     bin/cluster kill ID [--signal KILL|TERM|STOP|CONT] [--dir DIR]
     bin/cluster start ID [--dir DIR]
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--netns", metavar="PREFIX", default=None,
                     help="run ZooKeeper and each broker in a network namespace of its own (PREFIX-zk, PREFIX-b1, ...), "
                          "joined by a bridge; needs root")
+    up.add_argument("--small-log-dir", metavar="SIZE", default=None,
+                    help="give each broker a second log dir on a tmpfs of SIZE (e.g. 256m), for disk faults "
+                         "(bin/chaos --disk fills it); needs root")
     up.add_argument("--zk-ensemble", type=int, default=1, metavar="N",
                     help="with --netns: a ZooKeeper ensemble of N members (PREFIX-zk1, ...) instead of one")
     st = sub.add_parser("status", help="what runs where")
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
             c = LocalCluster(args.dir, brokers=args.brokers, base_port=args.base_port, zk_port=args.zk_port,
                              racks=racks, overrides=parse_overrides(args.override), netns=args.netns,
-                             zk_ensemble=args.zk_ensemble)
+                             zk_ensemble=args.zk_ensemble, small_log_dir=args.small_log_dir)
             status = c.up()
             _table(status)
             boot = status["bootstrap"]

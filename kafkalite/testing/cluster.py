@@ -77,7 +77,8 @@ class LocalCluster:
     def __init__(self, directory: str | os.PathLike, *, brokers: int = 3, base_port: int = 9092, zk_port: int = 2181,
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
-                 ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1):
+                 ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1,
+                 small_log_dir: str | None = None):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -98,6 +99,9 @@ class LocalCluster:
         if zk_ensemble != 1 and not netns:
             raise ClusterError("a ZooKeeper ensemble (--zk-ensemble) is only made with --netns")
         self.zk_ensemble = zk_ensemble
+        # Issue 14: a second log dir per broker on a tmpfs of this size ("256m"), for disk
+        # faults (bin/chaos fills it up); mounted by `up`, unmounted by `down` (root only).
+        self.small_log_dir = small_log_dir
         self.net: NetnsLayout | None = None
         self.zk_servers: list[ZooKeeperServer] = []
         self.zk: ZooKeeperServer | None = None
@@ -233,17 +237,28 @@ class LocalCluster:
         if rack is None:
             rack = self.racks[i - 1] if self.racks else ""
         host = "127.0.0.1" if self.net is None else self.net.member(str(i)).address
+        log_dirs = [str(bdir / "data")]
+        if self.small_log_dir:
+            small = bdir / "small"
+            small.mkdir(exist_ok=True)
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.small_log_dir}", "tmpfs", str(small)],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise ClusterError(f"cannot mount a {self.small_log_dir} tmpfs at {small}: {done.stderr.strip()}")
+            self.state.setdefault("mounts", []).append(str(small))
+            log_dirs.append(str(small))
         props = {
             "broker.id": i, "listeners": f"PLAINTEXT://{host}:{port}",
             "inter.broker.listener": f"{host}:{ib_port}", "admin.listener": f"{host}:{ad_port}",
-            "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": str(bdir / "data"),
+            "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": ",".join(log_dirs),
             "broker.rack": rack,
         }
         props.update(self.overrides)
         cfg = bdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return {"id": i, "pid": None, "host": host, "port": port, "inter_broker_port": ib_port, "admin_port": ad_port,
-                "rack": rack or None, "log_dirs": [str(bdir / "data")], "config": str(cfg), "log": str(bdir / "broker.log")}
+                "rack": rack or None, "log_dirs": log_dirs, "config": str(cfg), "log": str(bdir / "broker.log"),
+                **({"small_log_dir": log_dirs[1]} if self.small_log_dir else {})}
 
     def _spawn(self, b: dict[str, Any]) -> None:
         log = open(b["log"], "ab")
@@ -373,7 +388,7 @@ class LocalCluster:
                 "id": b["id"], "pid": b["pid"], "host": b["host"], "port": b["port"],
                 "inter_broker_port": b["inter_broker_port"], "admin_port": b["admin_port"], "rack": b["rack"],
                 "log_dirs": b["log_dirs"], "alive": pid_alive(b["pid"]), "registered": b["id"] in registered,
-                "controller": controller == b["id"], "log": b["log"],
+                "controller": controller == b["id"], "log": b["log"], "small_log_dir": b.get("small_log_dir"),
             })
         zk = self.state["zookeeper"]
         out = {
@@ -473,6 +488,11 @@ class LocalCluster:
             self._save()
         if self.state.get("netns"):
             errors += NetnsLayout.from_dict(self.state["netns"]).destroy()
+        for mount in self.state.get("mounts", []):
+            subprocess.run(["umount", "-l", mount], capture_output=True)  # lazily: nothing holds it any more
+        if self.state.get("mounts"):
+            self.state["mounts"] = []
+            self._save()
         if errors:
             raise ClusterError("; ".join(errors))
 

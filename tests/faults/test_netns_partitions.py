@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None 
 @pytest.fixture(scope="module")
 def net_cluster(tmp_path_factory):
     c = LocalCluster(tmp_path_factory.mktemp("netns-cluster"), brokers=3, overrides=dict(TEST_BROKER_OVERRIDES),
-                     zk_tick_time_ms=500, netns=f"kt{os.getpid() % 100000}")
+                     zk_tick_time_ms=500, netns=f"kt{os.getpid() % 100000}", small_log_dir="64m")
     try:
         c.up()
         yield c
@@ -183,19 +183,21 @@ def test_packet_loss_between_every_member_loses_nothing(net_cluster, workload):
 
 
 def test_bin_chaos_with_network_faults_reports_nothing_lost(net_cluster):
-    """`bin/chaos --netns`: network faults mixed with process faults, then the checks."""
+    """`bin/chaos --netns --disk`: network and disk faults mixed with process faults, then
+    the checks."""
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "kafkalite.cli.chaos", "--dir", str(net_cluster.dir), "--netns", "--seconds", "20",
+        [sys.executable, "-m", "kafkalite.cli.chaos", "--dir", str(net_cluster.dir), "--netns", "--disk", "--seconds", "30",
          "--interval", "1", "--rate", "200", "--partitions", "3", "--seed", "7",
-         "--actions", "isolate,isolate-zk,oneway,loss,kill"],
+         "--actions", "isolate,isolate-zk,oneway,loss,kill,disk-full,bitflip"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "history check OK" in proc.stdout and "LIVENESS OK" in proc.stdout
     done = next(line for line in proc.stdout.splitlines() if " actions: " in line)
+    print(done)
     assert any(a in done for a in ("isolate", "oneway", "loss")), done
     assert net_cluster.network().faults() == {}  # healed
 
