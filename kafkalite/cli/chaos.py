@@ -39,6 +39,7 @@ import time
 
 from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.testing.cluster import ClusterError, LocalCluster
+from kafkalite.testing.disk_faults import fill, flip_bit
 from kafkalite.testing.group_watch import GroupWatch
 from kafkalite.testing.history import History, check
 from kafkalite.testing.probes import partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
@@ -167,13 +168,7 @@ def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: st
         b = rng.choice(candidates)
         small = Path(b["small_log_dir"])
         say_(f"disk-full: fill broker {b['id']}'s log dir {small}  {progress}")
-        with open(small / "chaos-filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * (1 << 16))
-                    f.flush()
-            except OSError:
-                pass
+        filler = fill(small, "chaos-filler")
         try:
             wait_until(lambda: str(small) in broker_state(b["admin_port"], host=b["host"])["log_dirs"]["offline"], 30,
                        f"broker {b['id']} to take {small} offline")
@@ -181,7 +176,7 @@ def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: st
         except AssertionError as e:
             say_(f"  {e} (nothing was written there meanwhile?)")
         finally:
-            (small / "chaos-filler").unlink(missing_ok=True)
+            filler.unlink(missing_ok=True)
         cluster.stop_broker(b["id"])
         cluster.start(b["id"])
         say_(f"  space freed, broker {b['id']} restarted")
@@ -202,33 +197,12 @@ def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: st
         for d in b["log_dirs"]:
             segments = sorted((Path(d) / f"{topic}-{p}").glob("*.log"))
             if segments:
-                flipped = flip_bit_in_a_batch(segments[-1], rng)
+                flipped = flip_bit(segments[-1], rng)
         cluster.start(victim)
         say_(f"  flipped the batch at offset {flipped}; broker {victim} restarted" if flipped is not None
              else "  its active segment had no batch to flip")
         return f"broker {victim} {topic}-{p}"
     raise AssertionError(action)
-
-
-def flip_bit_in_a_batch(segment, rng: random.Random) -> int | None:
-    """Flip one bit in the records of a random batch of a segment file (bytes the CRC
-    covers); that batch's base offset, or None if the file has no whole batch."""
-    import struct
-
-    data = bytearray(segment.read_bytes())
-    batches, pos = [], 0
-    while pos + 61 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
-        if length < 49 or pos + 12 + length > len(data):
-            break
-        batches.append((pos, base, length))
-        pos += 12 + length
-    if not batches:
-        return None
-    pos, base, length = rng.choice(batches)
-    data[pos + 61 + rng.randrange(max(1, length - 49))] ^= 1 << rng.randrange(8)
-    segment.write_bytes(bytes(data))
-    return base
 
 
 def network_fault(net, action: str, rng: random.Random, ids: list[int], controller: int | None) -> str | None:

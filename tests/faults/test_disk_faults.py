@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalite.testing.disk_faults import fill, flip_bit
 from kafkalite.testing.fault_workload import Workload
 from kafkalite.testing.probes import broker_state, fully_replicated, partition_view, wait_until
 
@@ -30,17 +31,6 @@ def small_dir(tmp_path):
         yield d
     finally:
         subprocess.run(["umount", "-l", str(d)], capture_output=True)
-
-
-def fill(directory, name: str = "filler") -> None:
-    """Write until the filesystem is full."""
-    with open(directory / name, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * (1 << 16))
-                f.flush()
-        except OSError:
-            pass
 
 
 def test_a_full_log_dir_goes_offline_its_leaderships_move_nothing_is_lost_and_it_recovers_after_a_restart(
@@ -78,23 +68,6 @@ def test_a_full_log_dir_goes_offline_its_leaderships_move_nothing_is_lost_and_it
         w.stop()
 
 
-def flip_a_bit_in_a_middle_batch(segment_path) -> int:
-    """Flip one bit inside the records of the middle batch of a segment file (bytes the
-    CRC covers); returns that batch's base offset."""
-    import struct
-
-    data = bytearray(segment_path.read_bytes())
-    batches, pos = [], 0
-    while pos + 61 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
-        batches.append((pos, base))
-        pos += 12 + length
-    pos, base = batches[len(batches) // 2]
-    data[pos + 61 + 3] ^= 0x10
-    segment_path.write_bytes(bytes(data))
-    return base
-
-
 def test_a_flipped_bit_below_the_hw_is_caught_when_read_and_the_replica_truncates_and_refetches(cluster_factory):
     """Issue 14: a bit flipped on the leader's disk in a batch below the HW. The leader finds
     it by the batch's CRC when it reads it to serve a consumer, serves nothing of it,
@@ -109,7 +82,7 @@ def test_a_flipped_bit_below_the_hw_is_caught_when_read_and_the_replica_truncate
         wait_until(lambda: w.producer.snapshot()[0] >= 600, 60, "600 acknowledged records")
         leader = partition_view(cluster, w.topic, 0)["leader"]
         segment = next((Path(cluster.broker(leader)["log_dirs"][0]) / f"{w.topic}-0").glob("*.log"))
-        bad_offset = flip_a_bit_in_a_middle_batch(segment)
+        bad_offset = flip_bit(segment)
         # A fresh consumer reads from the start, through the bad batch.
         consumer = Consumer({"bootstrap.servers": w.boot, "group.id": "flip-reader", "enable.auto.commit": False,
                              "topic.metadata.refresh.interval.ms": 1000})
@@ -146,7 +119,7 @@ def test_a_flipped_bit_in_a_follower_is_caught_at_recovery_after_a_crash_and_ref
         follower = next(b for b in view["replicas"] if b != view["leader"])
         cluster.kill(follower, "KILL")
         segment = next((Path(cluster.broker(follower)["log_dirs"][0]) / f"{w.topic}-0").glob("*.log"))
-        flip_a_bit_in_a_middle_batch(segment)
+        flip_bit(segment)
         cluster.start(follower)
         wait_until(lambda: fully_replicated(cluster, w.topic, 1), 90, f"broker {follower} recovered and back in the ISR")
         assert "dropped" in Path(cluster.broker(follower)["log"]).read_text()  # recovery found the bad batch

@@ -48,6 +48,15 @@ def workload(net_cluster):
         net_cluster.network().heal()
 
 
+def pair_without_controller(cluster: LocalCluster, topic: str) -> tuple[int, int, int]:
+    """(partition, its leader, one of its followers), neither of them the controller: a
+    broker cut from the controller cannot shrink an ISR at all (AlterIsr goes through the
+    controller, KIP-497), which is scenario 3's case, not the one these scenarios test."""
+    controller = cluster.status()["controller"]
+    p, view = next((p, v) for p in range(PARTITIONS) if (v := partition_view(cluster, topic, p))["leader"] != controller)
+    return p, view["leader"], next(b for b in view["replicas"] if b not in (view["leader"], controller))
+
+
 def leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
     view = partition_view(cluster, topic, partition)
     assert view is not None and view["leader"] >= 0, view
@@ -84,13 +93,7 @@ def test_a_follower_cut_from_its_leader_leaves_the_isr_and_writes_go_on(net_clus
     the heal the follower catches up and rejoins."""
     w = workload("follower")
     net = net_cluster.network()
-    # Neither is the controller: AlterIsr goes through the controller (KIP-497), so a broker
-    # cut from it cannot shrink an ISR at all (scenario 3's case, and Kafka's).
-    controller = net_cluster.status()["controller"]
-    p, view = next((p, v) for p in range(PARTITIONS)
-                   if (v := partition_view(net_cluster, w.topic, p))["leader"] != controller)
-    leader = view["leader"]
-    follower = next(b for b in view["replicas"] if b not in (leader, controller))
+    p, leader, follower = pair_without_controller(net_cluster, w.topic)
     net.between([str(follower)], [str(leader)])
     try:
         wait_until(lambda: follower not in partition_view(net_cluster, w.topic, p)["isr"], 60,
@@ -148,13 +151,7 @@ def test_a_one_way_partition_from_leader_to_follower_loses_nothing(net_cluster, 
     rejoins. (The follower's own partitions lose the leader as a follower the same way.)"""
     w = workload("oneway")
     net = net_cluster.network()
-    # Neither end is the controller: a leader that cannot hear the controller could not
-    # shrink its ISR at all (AlterIsr answers would be lost), the case of scenario 3.
-    controller = net_cluster.status()["controller"]
-    p, view = next((p, v) for p in range(PARTITIONS)
-                   if (v := partition_view(net_cluster, w.topic, p))["leader"] != controller)
-    leader = view["leader"]
-    follower = next(b for b in view["replicas"] if b not in (leader, controller))
+    p, leader, follower = pair_without_controller(net_cluster, w.topic)
     net.oneway(str(leader), str(follower))
     try:
         wait_until(lambda: follower not in partition_view(net_cluster, w.topic, p)["isr"], 60,
