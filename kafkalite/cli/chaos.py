@@ -18,7 +18,7 @@ With `--netns` (a cluster started with `bin/cluster up --netns`, each member in 
 network namespace) it also makes network faults, each held for a few seconds and then
 healed: a broker isolated from ZooKeeper and the other brokers while clients still reach
 it, ZooKeeper isolated, the controller cut from the other brokers, packets dropped one way
-between two brokers, and 5% packet loss at every broker.
+between two brokers, and 50 ms delay with 5% loss of every broker's packets.
 
 Everything the producer and the group's members did is recorded as a history (every
 invocation, acknowledgement, failure and read, kafkalite.testing.history), and at the end
@@ -48,7 +48,7 @@ from kafkalite.testing.verify import VerifyingProducer, read_final_log, verify
 ACTIONS = ("kill", "pause", "term", "kill-controller")
 # With --netns (a cluster started with `bin/cluster up --netns`): network faults, each held
 # for a few seconds and then healed (kafkalite.testing.netns).
-NET_ACTIONS = ("isolate", "isolate-zk", "split-controller", "oneway", "loss")
+NET_ACTIONS = ("isolate", "isolate-zk", "split-controller", "oneway", "netem")
 # With --disk: disk faults. `disk-full` fills a broker's second log dir (bin/cluster up
 # --small-log-dir) until it goes offline (KIP-112), frees it and restarts the broker;
 # `bitflip` kills a follower, flips a bit in a batch of its active segment and restarts it
@@ -224,10 +224,10 @@ def network_fault(net, action: str, rng: random.Random, ids: list[int], controll
         src, dst = rng.sample(ids, 2)
         net.oneway(str(src), str(dst))
         return f"drop packets from broker {src} to broker {dst}"
-    if action == "loss":
+    if action == "netem":
         for b in ids:
-            net.netem(str(b), loss=0.05)
-        return "5% packet loss at every broker"
+            net.netem(str(b), delay_ms=50, loss=0.05)
+        return "50 ms delay and 5% loss of every broker's packets"
     raise AssertionError(action)
 
 
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                 if described is None:
                     continue
                 acked, failed = producer.snapshot()
-                held = rng.uniform(3, 12) if action != "loss" else rng.uniform(10, 20)
+                held = rng.uniform(3, 12) if action != "netem" else rng.uniform(10, 20)
                 say(f"{described} for {held:.1f} s  (acked so far {acked}, failed {failed})")
                 try:
                     time.sleep(held)

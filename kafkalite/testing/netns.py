@@ -17,9 +17,10 @@ Faults are packet drops with iptables inside the namespaces, in a chain of our o
 - `oneway(src, dst)`: packets from src to dst only (dropped at src's OUTPUT and dst's
   INPUT);
 - `netem(member, delay_ms, loss)`: `tc netem` on the member's eth0 when the kernel has
-  it; without sch_netem (these Firecracker kernels lack it), loss is made with iptables'
-  `statistic` match on the member's INPUT and OUTPUT, and a delay is refused with a clear
-  error (`NetemUnavailable`).
+  it; without sch_netem (these Firecracker kernels lack it), the member's outgoing packets
+  go through an NFQUEUE rule to a process in its namespace that holds each one for the
+  delay and drops the given share (kafkalite.testing.nfqueue_delay; `--queue-bypass`, so
+  packets flow again if it is gone); `heal` ends it.
 
 Every command runs as root (`ip`, `iptables`, `tc` from Debian's iproute2 and iptables);
 `NetnsError` says which one failed and what it printed.
@@ -29,11 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
+import signal
 import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 CHAIN = "KLFAULT"
+NFQUEUE_NUM = 7  # the delaying process's queue (each namespace has its own queues)
 SUBNET_BASE = "10.213.0.0/16"
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")  # interface names are at most 15 characters
 HOST = "host"  # the bridge side: where clients run
@@ -42,10 +50,6 @@ ZK = "zk"
 
 class NetnsError(RuntimeError):
     """A namespace operation failed; the message names the command and its output."""
-
-
-class NetemUnavailable(NetnsError):
-    """The kernel cannot do what `netem` was asked (no sch_netem for a delay)."""
 
 
 def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess:
@@ -232,17 +236,56 @@ class NetnsLayout:
         done = _run([*self.wrap(m.name), "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *args], check=False)
         if done.returncode == 0:
             return "tc netem " + " ".join(args)
-        if delay_ms:
-            raise NetemUnavailable(f"this kernel has no netem qdisc ({done.stderr.strip()}); a delay cannot be "
-                                   "emulated here, only loss (with iptables)")
-        for iface in ("-i", "-o"):
-            _run([*self.wrap(m.name), "iptables", "-w", "-A", CHAIN, iface, "eth0", "-m", "statistic", "--mode", "random",
-                  "--probability", f"{loss:.6f}", "-j", "DROP"])
-        return f"iptables statistic loss {loss * 100:g}% each way (no netem qdisc in this kernel)"
+        # No netem qdisc in this kernel: outgoing packets go through NFQUEUE to a process in
+        # the namespace that holds and drops them (kafkalite.testing.nfqueue_delay).
+        self._stop_delayer(m.name)
+        _run([*self.wrap(m.name), "iptables", "-w", "-A", CHAIN, "-o", "eth0", "-j", "NFQUEUE", "--queue-num",
+              str(NFQUEUE_NUM), "--queue-bypass"])
+        pidfile = self._delayer_pidfile(m.name)
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        log = open(pidfile.with_suffix(".log"), "ab")
+        try:
+            proc = subprocess.Popen([*self.wrap(m.name), sys.executable, "-m", "kafkalite.testing.nfqueue_delay",
+                                     "--queue", str(NFQUEUE_NUM), "--delay-ms", f"{delay_ms:g}", "--loss", f"{loss:g}"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+        pidfile.write_text(str(proc.pid))
+        return (f"{delay_ms:g} ms delay and {loss * 100:g}% loss of its outgoing packets (NFQUEUE to a delaying process, "
+                f"pid {proc.pid}: this kernel has no netem qdisc)")
+
+    def _delayer_pidfile(self, name: str) -> Path:
+        return Path(tempfile.gettempdir()) / f"kafkalite-netns-{self.prefix}" / f"delay-{name}.pid"
+
+    def _stop_delayer(self, name: str) -> None:
+        """End the delaying process this layout started for a member (by its recorded PID,
+        after checking it is one)."""
+        pidfile = self._delayer_pidfile(name)
+        try:
+            pid = int(pidfile.read_text())
+        except (OSError, ValueError):
+            return
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                ours = b"kafkalite.testing.nfqueue_delay" in f.read()
+        except OSError:
+            ours = False
+        if ours:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(50):
+                    done, _status = os.waitpid(pid, os.WNOHANG) if _is_child(pid) else (0, 0)
+                    if done == pid or not os.path.exists(f"/proc/{pid}"):
+                        break
+                    time.sleep(0.02)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        pidfile.unlink(missing_ok=True)
 
     def heal(self) -> None:
-        """Every fault undone: the chains flushed, any netem qdisc removed."""
+        """Every fault undone: the chains flushed, any netem qdisc or delaying process removed."""
         for m in self.members.values():
+            self._stop_delayer(m.name)
             _run([*self.wrap(m.name), "iptables", "-w", "-F", CHAIN], check=False)
             _run([*self.wrap(m.name), "tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
 
@@ -255,6 +298,14 @@ class NetnsLayout:
             if rules:
                 out[m.name] = rules
         return out
+
+
+def _is_child(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1]) == os.getpid()
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _create_member(layout: NetnsLayout, m: Member) -> None:
@@ -274,4 +325,4 @@ def _create_member(layout: NetnsLayout, m: Member) -> None:
     _run([*ns, "iptables", "-w", "-I", "OUTPUT", "-j", CHAIN])
 
 
-__all__ = ["HOST", "NetemUnavailable", "NetnsError", "NetnsLayout", "check_prefix", "free_subnet"]
+__all__ = ["HOST", "NetnsError", "NetnsLayout", "check_prefix", "free_subnet"]
