@@ -46,6 +46,7 @@ from kafkalite.core import controller as core
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.election import PartitionState
 from kafkalite.core.messages import AlterIsrRequest, ControllerRequest, StopReplica
+from kafkalite.gc_pause import gc_paused
 from kafkalite.zk import codec, paths
 from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError, ZnodeDecodeError, ZnodeExistsError
 
@@ -195,13 +196,16 @@ class Controller:
                 raise AssertionError(f"unhandled controller event {ev!r}")
 
     async def _run_core(self, event: core.ControllerEvent) -> None:
-        ready = self.core.handle(event, monotonic_ms())
-        while True:
+        # Each synchronous step may decide for every partition (a failover, a broker
+        # failure): with the collector paused (kafkalite.gc_pause), never across an await.
+        with gc_paused():
+            ready = self.core.handle(event, monotonic_ms())
             self._execute(ready)
-            if ready.io is None:
-                return
+        while ready.io is not None:
             outcome = await self._perform(ready.io)
-            ready = self.core.resume(outcome, monotonic_ms())
+            with gc_paused():
+                ready = self.core.resume(outcome, monotonic_ms())
+                self._execute(ready)
 
     def _execute(self, ready: core.Ready) -> None:
         for note in ready.notes:
@@ -303,8 +307,9 @@ class Controller:
         topics = {t: _from_assignment(a) for t, (a, _v) in assignments.items()}
         tps = [(t, p) for t, topic in topics.items() for p in topic.partitions]
         loaded = await self._zk(self.zk.get_partition_states, tps, with_mzxid=True)
-        states = {tp: _from_znode(st, version) for tp, (st, version, _mzxid) in loaded.items()}
-        return topics, states, {tp: mzxid for tp, (_st, _v, mzxid) in loaded.items()}
+        with gc_paused():
+            states = {tp: _from_znode(st, version) for tp, (st, version, _mzxid) in loaded.items()}
+            return topics, states, {tp: mzxid for tp, (_st, _v, mzxid) in loaded.items()}
 
     async def _read_topic_change(self) -> core.TopicsChanged:
         present = frozenset(await self._zk(self.zk.get_topics))
@@ -360,16 +365,22 @@ class Controller:
         adds = await self._zk(self.zk.get_partition_admin_requests, "add")
         removes = await self._zk(self.zk.get_partition_admin_requests, "remove")
         self.metrics.active_controller.set(1)
+        # Registrations our own broker found gone (e.g. the previous controller's, after its
+        # kill -9) are failed from the start. Their process is watched as every registration
+        # is, so one that answers again is heard (ProcessBack).
+        gone = {b: e for b, e in self.gone_evidence().items() if b in brokers and brokers[b].epoch == e}
+        if self.watches is not None:
+            self.watches.sync({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in brokers.items()})
         t_core = time.monotonic()
         await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
-                                            reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()}, tuple(sorted(removes))))
+                                            reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()}, tuple(sorted(removes)),
+                                            gone))
         log.info("controller failover finished in %.0f ms (%d partitions; reading them %.0f ms, deciding and writing %.0f ms)",
                  (time.monotonic() - t0) * 1000, len(self.core.states), t_read * 1000, (time.monotonic() - t_core) * 1000)
-        for bid, epoch in self.gone_evidence().items():
-            found = self.core.live.get(bid)
-            if found is not None and found.epoch == epoch:
-                log.info("broker %d (epoch %d) was found gone before this failover: handling it now", bid, epoch)
-                self.enqueue(ProcessGone(bid, epoch))
+        if self.channel is not None:
+            for bid, epoch in self.core.gone.items():
+                if gone.get(bid) == epoch:
+                    self.channel.remove_broker(bid)  # nothing more for it (as after ProcessGone)
         self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
         if self.settings["auto.leader.rebalance.enable"]:
             self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)

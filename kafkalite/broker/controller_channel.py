@@ -14,6 +14,7 @@ from typing import Any
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.core.controller_sends import METADATA_BARRIER_WAIT_MS, SendQueue
 from kafkalite.core.messages import ControllerRequest, LeaderAndIsr, UpdateMetadata
+from kafkalite.gc_pause import gc_paused
 from kafkalite.rpc.transport import RpcClient, RpcError
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ class BrokerSender:
             barrier = {f for q in self.queue.in_flight_tokens for f in q.barrier if not f.done()}
             if barrier:
                 await asyncio.wait(barrier, timeout=METADATA_BARRIER_WAIT_MS / 1000)
-            result = await self._send_until_answered(api, request.to_wire())
+            with gc_paused():  # many partitions' lists (kafkalite.gc_pause)
+                body = request.to_wire()
+            result = await self._send_until_answered(api, body)
             items = self.queue.answered()
             for q in items:
                 if q.future is not None and not q.future.done():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
+from kafkalite.gc_pause import gc_paused
 from kafkalite.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class InterBrokerHandlers:
         await self.broker.registered.wait()
         for bid, (host, port) in (h.get("live_leaders") or {}).items():
             self.broker.note_broker_address(int(bid), host, int(port))
-        return self.rm.handle_leader_and_isr(h), b""
+        with gc_paused():  # thousands of partitions at once (kafkalite.gc_pause)
+            return self.rm.handle_leader_and_isr(h), b""
 
     async def _StopReplica(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         await self.broker.registered.wait()
@@ -61,7 +63,8 @@ class InterBrokerHandlers:
     async def _UpdateMetadata(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         await self.broker.registered.wait()
         self.rm.check_controller(int(h["controller_epoch"]), h.get("broker_epoch"))
-        deleted = self.broker.metadata_cache.apply_update(h)
+        with gc_paused():  # a full update lists every partition of the cluster
+            deleted = self.broker.metadata_cache.apply_update(h)
         if deleted:
             self.broker.groups.on_partitions_deleted(deleted)  # their committed offsets go
         for b in self.broker.metadata_cache.brokers.values():

@@ -69,7 +69,10 @@ class Partition(Replica):
         super().__init__(topic, partition, broker_id, LogPort(plog), initial_hw)
         self.log = plog
         self.producers = ProducerStateTable()
-        self._producers_loaded = False
+        # An empty log (a new partition) has no producers to rebuild: the table is loaded
+        # as it is, and kept current by follower appends, so its first leadership (e.g. a
+        # controlled shutdown moving thousands) reads no log.
+        self._producers_loaded = plog.log_end_offset == plog.log_start_offset
         self.listeners: list[Callable[[Partition, bool], None]] = []
         # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
         # made at the first append, so a partition never led costs nothing.

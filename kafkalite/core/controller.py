@@ -138,6 +138,11 @@ class Activated:
     throttle: Mapping[str, int] = field(default_factory=dict)
     partitions_add: Mapping[TP, tuple[int, ...]] = field(default_factory=dict)  # /admin/partitions_add
     partitions_remove: tuple[TP, ...] = ()  # /admin/partitions_remove
+    # Registrations this broker already knew gone (BrokerProcessGone's evidence, found by its
+    # own watches before it won): handled as failed from the start, so a failover after the
+    # controller's own kill -9 elects for the dead broker's partitions in the same pass,
+    # and builds no LeaderAndIsr or UpdateMetadata for it.
+    gone: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -626,14 +631,16 @@ class Controller:
     def _activate(self, ev: Activated) -> None:
         self.active = True
         self.epoch = ev.epoch
-        self.live = dict(ev.brokers)
-        self.gone = {}
+        self.gone = {b: e for b, e in ev.gone.items() if b in ev.brokers and ev.brokers[b].epoch == e}
+        self.live = {b: lb for b, lb in ev.brokers.items() if self.gone.get(b) != lb.epoch}
         self.offline, self._offline_reports = {}, {}  # the shell reads /log_dir_failures next
         self.topics = dict(ev.topics)
         self.states = {tp: st for tp, st in ev.states.items() if tp[0] in self.topics}
         self.shutting_down = set()
 
     def _on_activated(self, ev: Activated) -> Handler:
+        for bid, epoch in sorted(self.gone.items()):
+            self._note(f"broker {bid} (epoch {epoch}) was found gone before this failover: handled as failed from the start")
         replicas = self._replica_map()
         missing = [tp for tp in sorted(replicas) if tp not in self.states]
         if missing:  # the previous controller died while creating these topics
@@ -671,10 +678,13 @@ class Controller:
         A replica outside the ISR that restarted unseen gets its leader a new epoch, as in
         `_on_brokers_changed` (the leader's progress of it is its previous incarnation's:
         issue 9, sweep seed 5383)."""
-        restarted = {tp: {b for b in self._replicas_of(tp) if b in self.live and self.live[b].epoch > written_zxid[tp]}
-                     for tp in self.states if tp in written_zxid}
-        outside = [tp for tp, st in sorted(self.states.items())
-                   if st.leader != NO_LEADER and restarted.get(tp, set()) - set(st.isr) - {st.leader}]
+        # Only a state written before the newest live registration can name a replica that
+        # registered after it: the rest of 100,000 cost one comparison each.
+        newest = max((lb.epoch for lb in self.live.values()), default=-1)
+        restarted = {tp: {b for b in self._replicas_of(tp) if b in self.live and self.live[b].epoch > zxid}
+                     for tp in self.states if (zxid := written_zxid.get(tp)) is not None and zxid < newest}
+        outside = [tp for tp in sorted(restarted)
+                   if (st := self.states[tp]).leader != NO_LEADER and restarted[tp] - set(st.isr) - {st.leader}]
         bounced = {tp: members & set(self.states[tp].isr) for tp, members in restarted.items()}
         bounced = {tp: members for tp, members in bounced.items() if members}
         if outside:
@@ -859,15 +869,24 @@ class Controller:
         tps = [tp for tp in tps if tp in self.states]
         if broker_id not in self.live or (not tps and not init):
             return
-        leaders = {self.states[tp].leader for tp in tps} & set(self.live)
+        # A plain loop: a new controller builds this for every partition of every broker.
+        states, topics = self.states, self.topics
+        partitions = []
+        leaders = set()
+        for t, p in tps:
+            st = states[(t, p)]
+            topic = topics[t]
+            leaders.add(st.leader)
+            partitions.append(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version,
+                                                  tuple(topic.partitions.get(p, ())), tuple(topic.adding.get(p, ())),
+                                                  tuple(topic.removing.get(p, ()))))
+        names = sorted({tp[0] for tp in tps})
         request = LeaderAndIsr(
             controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=self.live[broker_id].epoch, init=init,
-            live_leaders={b: (self.live[b].host, self.live[b].inter_broker_port) for b in sorted(leaders)},
-            topic_configs={t: self.topics[t].config for t in sorted({tp[0] for tp in tps})},
-            partitions=tuple(PartitionLeadership(t, p, st.leader, st.leader_epoch, tuple(st.isr), st.version, self._replicas_of((t, p)),
-                                                 tuple(topic.adding.get(p, ())), tuple(topic.removing.get(p, ())))
-                             for (t, p) in tps for st in [self.states[(t, p)]] for topic in [self.topics[t]]),
-            throttle=dict(self.throttle) if any(self.topics[t].adding for t in {tp[0] for tp in tps}) else {},
+            live_leaders={b: (self.live[b].host, self.live[b].inter_broker_port) for b in sorted(leaders & set(self.live))},
+            topic_configs={t: topics[t].config for t in names},
+            partitions=tuple(partitions),
+            throttle=dict(self.throttle) if any(topics[t].adding for t in names) else {},
         )
         self._out.sends.append(Send(broker_id, request))
 
@@ -890,6 +909,10 @@ class Controller:
         """What UpdateMetadata says of each partition; a plain loop, since a new controller
         builds it for every partition (100,000) at once."""
         live, states, topics = self.live, self.states, self.topics
+        # Brokers named by some assignment but not live: most partitions name none of them,
+        # so their offline list is () after one set test.
+        dead = {b for topic in topics.values() for replicas in topic.partitions.values() for b in replicas} - live.keys() \
+            if len(tps) > 1000 else None
         parts = []
         for tp in tps:
             st = states.get(tp)
@@ -900,9 +923,13 @@ class Controller:
             if not replicas:
                 continue
             replicas = tuple(replicas)
-            failed = self.offline.get(tp, ())
-            offline = () if not failed and all(b in live for b in replicas) else \
-                tuple(b for b in replicas if b not in live or b in failed)
+            failed = self.offline.get(tp)
+            if failed:  # replicas whose log dir failed (ReplicasOffline)
+                offline: tuple[int, ...] = tuple(b for b in replicas if b not in live or b in failed)
+            elif dead is not None and dead.isdisjoint(replicas):
+                offline = ()
+            else:
+                offline = tuple(b for b in replicas if b not in live)
             parts.append(PartitionMetadata(tp[0], tp[1], st.leader, st.leader_epoch, tuple(st.isr), replicas, offline))
         return tuple(parts)
 
@@ -1020,7 +1047,14 @@ class Controller:
             changes, _ = election.on_controlled_shutdown(bid, {tp: self.states[tp] for tp in tps}, replicas, self.live, self.shutting_down)
             return changes
 
-        moved = yield from self._decide_write_propagate(decide, sorted(self.states))
+        # Leaderships first (as Kafka's controlled shutdown): their writes, LeaderAndIsr and
+        # UpdateMetadata go out before the ISR shrinks of the partitions it only follows,
+        # so with 10,000 partitions the moved ones are writable elsewhere after a third of
+        # the work. Then the shrinks (their leaders need the new ISR and partition epoch).
+        led = [tp for tp, st in sorted(self.states.items()) if st.leader == bid]
+        moved = yield from self._decide_write_propagate(decide, led)
+        followed = [tp for tp, st in sorted(self.states.items()) if st.leader != bid and bid in st.isr]
+        moved += yield from self._decide_write_propagate(decide, followed)
         # Answered from what was written: as Kafka, only partitions with another replica
         # can move; RF 1 ones stop with the broker.
         remaining = tuple(tp for tp, st in sorted(self.states.items()) if st.leader == bid and len(replicas.get(tp, ())) > 1)

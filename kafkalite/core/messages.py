@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 TP = tuple[str, int]
 
@@ -22,10 +22,12 @@ def _configs(raw: Mapping[str, Mapping[str, str]] | None) -> dict[str, dict[str,
 # ------------------------------------------------------------------ LeaderAndIsr
 
 
-@dataclass(frozen=True)
-class PartitionLeadership:
+class PartitionLeadership(NamedTuple):
     """One partition of a LeaderAndIsr: its state znode plus the assigned replicas.
-    `partition_epoch` is the state znode's version (KIP-497)."""
+    `partition_epoch` is the state znode's version (KIP-497). A NamedTuple, not a frozen
+    dataclass: a controller builds and every broker decodes one per partition (10,000 for
+    a new topic), and a frozen dataclass costs several times as much to make; its wire
+    form is the tuple itself."""
 
     topic: str
     partition: int
@@ -61,9 +63,7 @@ class LeaderAndIsr:
             "live_leaders": {b: [h, p] for b, (h, p) in self.live_leaders.items()},
             "topic_configs": _configs(self.topic_configs),
             "throttle": dict(self.throttle),
-            "partitions": [[p.topic, p.partition, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch, list(p.replicas),
-                            list(p.adding), list(p.removing)]
-                           for p in self.partitions],
+            "partitions": self.partitions,  # msgpack packs tuples (and these NamedTuples) as arrays
         }
 
     @classmethod
@@ -74,12 +74,25 @@ class LeaderAndIsr:
             live_leaders={int(b): (str(a[0]), int(a[1])) for b, a in (h.get("live_leaders") or {}).items()},
             topic_configs=_configs(h.get("topic_configs")),
             throttle={str(k): int(v) for k, v in (h.get("throttle") or {}).items()},
-            partitions=tuple(PartitionLeadership(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr),
-                                                 int(version), tuple(int(b) for b in replicas),
-                                                 tuple(int(b) for b in rest[0]) if rest else (),
-                                                 tuple(int(b) for b in rest[1]) if rest else ())
-                             for t, p, leader, epoch, isr, version, replicas, *rest in h["partitions"]),
+            partitions=tuple(_leadership(*w) for w in h["partitions"]),
         )
+
+
+def _ids(raw: Any) -> tuple[int, ...]:
+    """Broker ids off the wire: a list of ints (checked) becomes a tuple."""
+    ids = tuple(raw)
+    for b in ids:
+        if type(b) is not int:
+            raise TypeError(f"broker id {b!r} is not an int")
+    return ids
+
+
+def _leadership(topic: Any, partition: Any, leader: Any, leader_epoch: Any, isr: Any, partition_epoch: Any,
+                replicas: Any, adding: Any = (), removing: Any = ()) -> PartitionLeadership:
+    if type(topic) is not str:
+        raise TypeError(f"topic {topic!r} is not a string")
+    return PartitionLeadership(topic, int(partition), int(leader), int(leader_epoch), _ids(isr), int(partition_epoch),
+                               _ids(replicas), _ids(adding), _ids(removing))
 
 
 # ------------------------------------------------------------------ UpdateMetadata
@@ -120,8 +133,10 @@ class BrokerEndpoint:
         return self.host, self.port
 
 
-@dataclass(frozen=True)
-class PartitionMetadata:
+class PartitionMetadata(NamedTuple):
+    """One partition of an UpdateMetadata (a NamedTuple for the reason PartitionLeadership
+    is one: a full update after a controller failover lists every partition)."""
+
     topic: str
     partition: int
     leader: int
@@ -163,8 +178,7 @@ class UpdateMetadata:
             controller_id=int(h["controller_id"]), controller_epoch=int(h["controller_epoch"]),
             broker_epoch=int(h.get("broker_epoch", -1)), full=bool(h.get("full", False)),
             brokers=tuple(BrokerEndpoint.from_wire(b) for b in h["brokers"]),
-            partitions=tuple(PartitionMetadata(str(t), int(p), int(w[0]), int(w[1]), tuple(int(b) for b in w[2]),
-                                               tuple(int(b) for b in w[3]), tuple(int(b) for b in w[4]))
+            partitions=tuple(PartitionMetadata(str(t), int(p), int(w[0]), int(w[1]), _ids(w[2]), _ids(w[3]), _ids(w[4]))
                              for t, ps in (h.get("partitions") or {}).items() for p, w in ps.items()),
             deleted_topics=tuple(str(t) for t in h.get("deleted_topics") or ()),
             topic_configs=_configs(h.get("topic_configs")),

@@ -13,6 +13,8 @@ from typing import Any
 
 import msgpack
 
+from kafkalite.gc_pause import BULK_FRAME_BYTES_MIN, gc_paused
+
 _LEN = struct.Struct(">I")
 
 
@@ -34,9 +36,14 @@ def decode_frame(frame: bytes) -> tuple[dict[str, Any], memoryview]:
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(frame) + 1)
     unpacker.feed(frame)
     try:
-        header = unpacker.unpack()
+        if len(frame) >= BULK_FRAME_BYTES_MIN:
+            with gc_paused():  # a LeaderAndIsr or UpdateMetadata of many partitions
+                header = unpacker.unpack()
+        else:
+            header = unpacker.unpack()
     except (msgpack.OutOfData, msgpack.ExtraData, ValueError, TypeError, msgpack.FormatError, msgpack.StackError) as e:
         raise MalformedFrameError(f"bad msgpack header: {e}") from None
     if not isinstance(header, dict):
         raise MalformedFrameError(f"header is a {type(header).__name__}, expected a map")
     return header, memoryview(frame)[unpacker.tell() :]
+

@@ -24,6 +24,7 @@ from kazoo.exceptions import BadVersionError, ConnectionDropped, MarshallingErro
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from kafkalite.gc_pause import gc_paused
 from kafkalite.zk import codec, paths
 from kafkalite.zk.codec import (
     BrokerRegistration,
@@ -169,13 +170,16 @@ class ZkAdapter:
         `reads_in_flight_max` reads are outstanding. A missing znode maps to None; any
         other failure raises."""
         wanted = list(znode_paths)
-        if self._multi_read and len(wanted) > 1:
-            try:
-                return self._get_many_multi(wanted)
-            except MultiReadUnsupportedError as e:
-                self._multi_read = False
-                log.warning("ZooKeeper refused multiRead (%s): reading znodes one at a time", e)
-        return self._get_many_pipelined(wanted)
+        # 100,000 replies (a new controller reading every partition state) make a million
+        # objects, in kazoo's thread and this one: with the collector paused (gc_pause).
+        with gc_paused():
+            if self._multi_read and len(wanted) > 1:
+                try:
+                    return self._get_many_multi(wanted)
+                except MultiReadUnsupportedError as e:
+                    self._multi_read = False
+                    log.warning("ZooKeeper refused multiRead (%s): reading znodes one at a time", e)
+            return self._get_many_pipelined(wanted)
 
     def _get_many_pipelined(self, znode_paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat] | None]:
         results: dict[str, tuple[bytes, ZnodeStat] | None] = {}
@@ -641,10 +645,12 @@ class ZkAdapter:
             assert type(p) is int and p >= 0
             by_path[f"{prefix}{p}/state"] = (t, p)
         states = {}
-        for path, reply in self.get_many(by_path).items():
-            if reply is not None:
-                state = codec.decode_partition_state(reply[0], path)
-                states[by_path[path]] = (state, reply[1].version, reply[1].mzxid) if with_mzxid else (state, reply[1].version)
+        replies = self.get_many(by_path)
+        with gc_paused():
+            for path, reply in replies.items():
+                if reply is not None:
+                    state = codec.decode_partition_state(reply[0], path)
+                    states[by_path[path]] = (state, reply[1].version, reply[1].mzxid) if with_mzxid else (state, reply[1].version)
         return states
 
     def create_partition_states(

@@ -159,9 +159,31 @@ class SimControllerDriver:
                 states[tp] = _from_znode(node)
                 if self.broker.cfg.failover_detects_bounced_brokers:
                     written_zxid[tp] = node.mzxid
-        self._run(core.Activated(self.epoch, self._live_brokers(), topics, states, written_zxid,
+        live = self._live_brokers()
+        self._run(core.Activated(self.epoch, live, topics, states, written_zxid,
                                  reassignments=self._reassignment(), partitions_add=self._admin_requests("add"),
-                                 partitions_remove=tuple(sorted(self._admin_requests("remove")))))
+                                 partitions_remove=tuple(sorted(self._admin_requests("remove"))),
+                                 gone=self._gone_at_activation(live)))
+
+    def _gone_at_activation(self, live: dict[int, core.LiveBroker]) -> dict[int, int]:
+        """What this broker's own process watches already know when it wins (the broker's
+        driver passes its metadata cache's `gone`): registrations whose process is not
+        running, and with `process_watch_false_evidence` now and then a running one."""
+        cfg = self.broker.cfg
+        if not cfg.process_watch:
+            return {}
+        gone = {}
+        for bid, lb in sorted(live.items()):
+            if bid == self.broker.id or self.sim.network.partitioned(self.broker.id, bid):
+                continue
+            other = self.sim.brokers[bid]
+            if not other.running or other.broker_epoch != lb.epoch:
+                gone[bid] = lb.epoch
+            elif cfg.process_watch_false_evidence and self.sim.random_faults and \
+                    self.sim.rng.random() < cfg.process_watch_false_evidence:
+                self.sim.trace_note(f"b{self.broker.id} wins with WRONG evidence that b{bid} is gone")
+                gone[bid] = lb.epoch
+        return gone
 
     # ------------------------------------------------------------ events
 

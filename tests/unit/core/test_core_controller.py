@@ -165,6 +165,28 @@ def test_a_gone_process_is_handled_as_failed_before_its_session_ends_and_its_reg
     assert sorted(ctrl.live) == [1, 2, 3] and run.to(1, LeaderAndIsr)[0].init
 
 
+def test_a_registration_known_gone_at_failover_is_failed_from_the_start_and_told_nothing():
+    """Issue 13: the new controller's own broker already found the previous controller's
+    process gone (its kill -9). The take-over elects for its partitions in the same pass,
+    builds no LeaderAndIsr or UpdateMetadata for it, and keeps its registration counted
+    until it leaves ZooKeeper; stale evidence (another epoch) is ignored."""
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    ctrl = core.Controller(2)
+    run = drive(ctrl, zk, core.Activated(2, brokers(1, 2, 3), {"t": TOPIC}, dict(zk.nodes), {}, gone={1: 10, 3: 29}))
+    assert sorted(ctrl.live) == [2, 3] and ctrl.gone == {1: 10}
+    assert ctrl.registrations() == {1: 10, 2: 20, 3: 30}
+    assert zk.nodes[T0] == PartitionState(2, 1, (2, 3), 1, 2)
+    assert zk.nodes[T1] == PartitionState(2, 1, (2, 3), 1, 2)
+    assert run.to(1, LeaderAndIsr) == [] and run.to(1, UpdateMetadata) == []
+    assert all(1 not in {b.id for b in um.brokers} for um in run.to(2, UpdateMetadata))
+    assert any("found gone before this failover" in n for n in run.notes)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))  # its registration is still there
+    assert sorted(ctrl.live) == [2, 3] and run.sends == []
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))  # its session expired
+    assert ctrl.gone == {}
+
+
 def test_a_restarted_broker_registering_while_its_old_registration_is_gone_is_a_start():
     zk = Znodes()
     ctrl, _ = active(zk)

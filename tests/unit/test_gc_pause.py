@@ -1,0 +1,62 @@
+"""kafkalite.gc_pause: the collector is off inside bulk blocks and back on after the last one."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from kafkalite.gc_pause import depth, gc_paused
+
+
+@pytest.fixture(autouse=True)
+def collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    assert depth() == 0
+    if not was:
+        gc.disable()
+
+
+def test_nested_blocks_enable_the_collector_after_the_outermost():
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_an_exception_inside_still_enables_the_collector():
+    with pytest.raises(ValueError), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()
+
+
+def test_a_collector_disabled_by_someone_else_stays_disabled():
+    gc.disable()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_blocks_in_two_threads_overlapping_enable_once_both_ended():
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(10)
+    with gc_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # the other thread's block is still open
+    leave.set()
+    t.join(10)
+    assert gc.isenabled()
