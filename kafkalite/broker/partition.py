@@ -8,6 +8,7 @@ waiters (delayed produce / fetch) parked on it. Runs on the event loop thread; n
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -21,7 +22,7 @@ from kafkalite.core.producer_state import ProducerStateTable, VerdictKind, last_
 from kafkalite.core.replica_manager import Replica
 from kafkalite.core.replica_state import LeaderAndIsrState
 from kafkalite.log import batch_filter
-from kafkalite.log.errors import LogDirFailure
+from kafkalite.log.errors import LogDirError, LogDirFailure
 from kafkalite.log.log import Log
 from kafkalite.log.records import BatchHeader, iter_headers, validate_batches, verify_stored_batches
 from kafkalite.protocol.errors import ErrorCode
@@ -53,6 +54,9 @@ class LogPort:
         self.log.truncate_to(offset)  # also at the LEO: drops an epoch that starts there
 
 
+_NOT_THE_DISK = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 @contextmanager
 def disk_io(plog: Log) -> Iterator[None]:
     """An OSError from the log's files is its log dir failing (KIP-112): LogDirFailure,
@@ -61,6 +65,8 @@ def disk_io(plog: Log) -> Iterator[None]:
     try:
         yield
     except OSError as e:
+        if e.errno in _NOT_THE_DISK:  # the process ran out of descriptors or memory: this request fails, the dir is fine
+            raise LogDirError(f"{plog.dir}: {e}") from e
         raise LogDirFailure(os.path.dirname(plog.dir), e) from e
 
 

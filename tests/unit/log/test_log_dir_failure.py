@@ -68,3 +68,23 @@ def test_with_every_dir_offline_nothing_can_be_created(tmp_path):
     logs.mark_offline(str(tmp_path / "only"))
     with pytest.raises(LogDirError, match="every log dir is offline"):
         logs.get_or_create("t", 0)
+
+
+def test_running_out_of_descriptors_fails_the_request_not_the_dir(tmp_path):
+    """EMFILE is the process's limit, not the disk's: a plain LogDirError (this request
+    gets KAFKA_STORAGE_ERROR), not a LogDirFailure that would take the dir offline."""
+    import errno
+
+    from kafkalite.broker.partition import disk_io
+
+    logs = LogManager([str(tmp_path / "a")], CONFIG)
+    logs.open_all()
+    plog = logs.get_or_create("t", 0)
+    with pytest.raises(LogDirError) as caught:
+        with disk_io(plog):
+            raise OSError(errno.EMFILE, "Too many open files")
+    assert not isinstance(caught.value, LogDirFailure)
+    with pytest.raises(LogDirFailure):
+        with disk_io(plog):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    logs.close()
