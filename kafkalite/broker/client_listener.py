@@ -44,6 +44,26 @@ _LEN = struct.Struct(">i")
 # Set by ClientListener for each request's task; None outside a request.
 current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_listener", default=None)
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class ConnectionState:
+    """What one client connection has established about itself: who is on the other end
+    (Kafka's KafkaPrincipal as "User:NAME"; ANONYMOUS until a listener's security
+    authenticates it), from which host, on which listener."""
+
+    __slots__ = ("listener", "host", "principal")
+
+    def __init__(self, listener: str, host: str, principal: str = ANONYMOUS):
+        self.listener = listener
+        self.host = host
+        self.principal = principal
+
+
+# The connection the request being handled came in on (authorization reads its principal
+# and host). Set by ClientListener for each request's task; None outside a request.
+current_connection: contextvars.ContextVar[ConnectionState | None] = contextvars.ContextVar("current_connection", default=None)
+
 
 class ClientListener(StreamServer):
     def __init__(self, broker: Broker, name: str = "PLAINTEXT"):
@@ -58,6 +78,7 @@ class ClientListener(StreamServer):
     async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         peer = writer.get_extra_info("peername")
+        state = ConnectionState(self.name, peer[0] if isinstance(peer, tuple) and peer else "")
         # (handler task, API name, when the request was read), answered in this order
         responses: asyncio.Queue[tuple[asyncio.Task, str, float] | None] = asyncio.Queue(maxsize=self.in_flight_max)
         sender = asyncio.create_task(self._send_loop(responses, writer))
@@ -77,7 +98,7 @@ class ClientListener(StreamServer):
                     log.info("closing %s: connection ended inside a frame", peer)
                     break
                 read_at = time.monotonic()
-                job = self._decode_and_dispatch(frame, peer)
+                job = self._decode_and_dispatch(frame, peer, state)
                 if job is None:
                     break
                 await responses.put((job[0], job[1], read_at))
@@ -98,7 +119,7 @@ class ClientListener(StreamServer):
             writer.close()
             self.connections -= 1
 
-    def _decode_and_dispatch(self, frame: bytes, peer: Any) -> tuple[asyncio.Task, str] | None:
+    def _decode_and_dispatch(self, frame: bytes, peer: Any, state: ConnectionState) -> tuple[asyncio.Task, str] | None:
         """Start handling one request: its task and API name; None means: close the connection."""
         try:
             header, body = decode_request(frame)
@@ -113,13 +134,13 @@ class ClientListener(StreamServer):
             return None
         api = ApiKey(header.api_key).name
         self.broker.metrics.request(api)
-        address = peer[0] if isinstance(peer, tuple) and peer else ""
-        return asyncio.create_task(self._handle(header, body, address)), api
+        return asyncio.create_task(self._handle(header, body, state)), api
 
-    async def _handle(self, header: RequestHeader, body: dict, client_address: str) -> list | None:
+    async def _handle(self, header: RequestHeader, body: dict, state: ConnectionState) -> list | None:
         current_listener.set(self.name)  # this task's own context: no reset needed
+        current_connection.set(state)
         try:
-            resp = await self.apis.handle(header, body, client_address)
+            resp = await self.apis.handle(header, body, state.host)
         except OPERATING_ERRORS as e:
             return [error_response(header, body, error_code_for(e))]
         if resp is None:
@@ -155,4 +176,4 @@ def _done(data: bytes) -> asyncio.Task:
     return asyncio.create_task(ready())
 
 
-__all__ = ["ClientListener", "InvalidRequestError"]
+__all__ = ["ANONYMOUS", "ClientListener", "ConnectionState", "InvalidRequestError", "current_connection"]
