@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 
+from kafkalite import gc_pause
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
@@ -210,12 +211,14 @@ class Broker:
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
             self._essential(self._probe_event_loop(), "event-loop-probe"),
+            self._essential(self._periodic(self._settle_heap, 1.0), "heap-settle"),
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         self._watch_gc()
+        gc_pause.note_bulk_work()  # every log loaded: settle the heap once start-up is over
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -623,6 +626,12 @@ class Broker:
                     await res
             except (*OPERATING_ERRORS, OSError, ZkError) as e:  # a disk or ZooKeeper hiccup: next round
                 log.warning("periodic task %s failed: %s", getattr(fn, "__name__", fn), e)
+
+    def _settle_heap(self) -> None:
+        took = gc_pause.settle_if_due()
+        if took is not None:
+            (log.info if took >= 0.1 else log.debug)("heap settled after bulk work: collected and froze %d objects in %.0f ms",
+                                                     gc.get_freeze_count(), took * 1000)
 
     def _shrink_isr(self) -> None:
         self.replica_manager.maybe_shrink_isr()

@@ -396,6 +396,26 @@ class PartitionReplicaState:
         self.check_invariants()
         return FollowerFetchResult(hw_changed=hw_changed, alter_isr=alter_isr)
 
+    def follower_still_caught_up(self, replica_id: int, fetch_offset: int, leader_leo: int, as_of_ms: int) -> bool:
+        """A fetch session holds this partition without reading it on every fetch
+        (kafkalite.core.fetch_session): the follower's last request, at `as_of_ms`, still
+        fetched at `fetch_offset`. If that is both its LEO as we know it and our LEO, it was
+        caught up then, as a fetch at that time would have recorded; otherwise nothing is
+        known and nothing changes (the next real read of the partition decides).
+
+        Returns whether the partition should be read for this follower at its next request
+        all the same: it is not in the ISR, and only a read proposes adding it back (a
+        proposal the controller refused or never answered is retried that way)."""
+        self._require_leader()
+        follower = self._ledger.followers.get(replica_id)
+        if follower is None:
+            return False
+        if follower.leo == fetch_offset == leader_leo:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, as_of_ms)
+            follower.last_fetch_ms = max(follower.last_fetch_ms, as_of_ms)
+            follower.last_fetch_leader_leo = leader_leo
+        return replica_id not in self._isr
+
     def note_hw_sent(self, replica_id: int) -> bool:
         """The leader answers `replica_id`'s fetch with the current HW. Returns whether that
         follower had not been told this HW yet: Kafka then answers at once instead of
