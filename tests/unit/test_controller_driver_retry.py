@@ -58,6 +58,9 @@ class FlakyZk:
     def get_log_dir_failures(self):
         return {}
 
+    def get_config_changes(self):
+        return []
+
     def get_partition_admin_requests(self, kind):
         return {}
 
