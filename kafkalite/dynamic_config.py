@@ -228,7 +228,7 @@ def parse_alterations(configs: Sequence[Mapping[str, Any]], *, incremental: bool
             op = AlterOp(raw_op)
         except ValueError:
             raise InvalidConfigRequest(f"config {name!r}: unknown operation {raw_op} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)") from None
-        if op != AlterOp.DELETE and c.get("value") is None:
+        if incremental and op != AlterOp.DELETE and c.get("value") is None:
             raise InvalidConfig(f"config {name!r}: a value is required for {op.name}")
         out.append(Alteration(name, op, c.get("value")))
     return out
