@@ -55,7 +55,7 @@ def admin(cluster):
 
 
 def create(admin: AdminClient, name: str, config: dict | None = None, assignment: list[list[int]] | None = None) -> None:
-    topic = (NewTopic(name, num_partitions=-1, replica_assignment=assignment, config=config or {}) if assignment
+    topic = (NewTopic(name, num_partitions=len(assignment), replication_factor=-1, replica_assignment=assignment, config=config or {}) if assignment
              else NewTopic(name, 1, 3, config=config or {}))
     admin.create_topics([topic], operation_timeout=10)[name].result()
 
