@@ -140,6 +140,9 @@ def test_kafka_python_describes_with_synonyms_and_alters(cluster, admin):
         # ... and AlterConfigs when told to, filling in the other overrides it read first.
         client.alter_configs([KResource(ConfigResourceType.TOPIC, "kp", configs={"retention.bytes": "2000000"})], incremental=False)
         assert overrides(admin, "kp") == {"segment.bytes": "4096", "retention.bytes": "2000000"}
+        for broker_id in (1, 2, 3):  # each broker's own configs, asked of that broker
+            described = client.describe_configs([KResource(ConfigResourceType.BROKER, str(broker_id))], config_filter="all")
+            assert described["broker"][str(broker_id)]["broker.id"]["value"] == str(broker_id)
     finally:
         client.close()
 
@@ -249,11 +252,17 @@ def test_min_insync_replicas_applies_live_and_survives_controller_failover_and_r
     assert produce_one(cluster, "mir") is None
 
     incremental(admin, "topic", "mir", ("min.insync.replicas", "3", AlterConfigOpType.SET))
+    # A broker's own dynamic config, written while it is down, is in force when it is back.
+    ok("configs", "alter", "--broker", str(controller), "--set", "log.retention.bytes=7000000",
+       boot=cluster.status()["bootstrap"])
     cluster.start(controller)
     wait_for(lambda: sorted(partition0(admin, "mir").isrs) == [1, 2, 3], "the restarted broker back in the ISR")
     assert produce_one(cluster, "mir") is None  # three in sync: min.insync.replicas=3 is met
     restarted = broker_state(cluster, controller)["metadata"]["topic_configs"]
     assert restarted["mir"]["min.insync.replicas"] == "3"
+    fresh = AdminClient({"bootstrap.servers": cluster.status()["bootstrap"]})  # no reconnect back-off to the restarted one
+    mine = describe(fresh, "broker", str(controller))["log.retention.bytes"]
+    assert (mine.value, mine.source) == ("7000000", SOURCE_DYNAMIC_BROKER)
 
 
 def test_cli_describe_and_alter(cluster, admin):
