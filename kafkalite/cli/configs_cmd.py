@@ -3,8 +3,9 @@
     kafkalite configs describe (--topic T | --broker N | --broker-defaults) [--all] [--json]
     kafkalite configs alter (--topic T | --broker N | --broker-defaults) [--set k=v ...] [--delete k ...]
 
-`describe` shows the configs that are not defaults (every one with --all, as Kafka's
-kafka-configs does), each with its value and where it comes from: DYNAMIC_TOPIC_CONFIG,
+`describe` shows the values the resource itself holds (a topic's overrides, a broker's own
+dynamic configs, the dynamic defaults), as Kafka's kafka-configs does; --all shows every
+config, each with its value and where it comes from: DYNAMIC_TOPIC_CONFIG,
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or
 DEFAULT_CONFIG. With --json: {"resource": {"type", "name"}, "configs": [{"name", "value",
 "source", "read_only", "sensitive"}]}. `alter` goes through the Kafka protocol
@@ -31,7 +32,8 @@ from kafkalite.cli.topics_cmd import parse_configs
 
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
-DEFAULT_SOURCE = 5
+# The source of the values a resource itself holds: what describe shows without --all.
+_OWN_SOURCE = {(RESOURCE_TOPIC, False): 1, (RESOURCE_BROKER, False): 2, (RESOURCE_BROKER, True): 3}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,8 +76,8 @@ def run_describe(args: argparse.Namespace) -> int:
             configs = admin.describe_configs(rtype, name)
     except AdminError as e:
         return fail("configs describe", str(e))
-    if not args.all:
-        configs = [c for c in configs if c["source"] != DEFAULT_SOURCE]
+    if not args.all:  # as Kafka's kafka-configs: the entity's own dynamic values only
+        configs = [c for c in configs if c["source"] == _OWN_SOURCE[(rtype, name == "")]]
     for c in configs:
         c["source"] = SOURCES.get(c["source"], str(c["source"]))
     if args.json:
@@ -86,7 +88,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
     console = console_for_tables()
     if not configs:
-        console.print(f"{label}: no configs other than defaults (--all shows every one)")
+        console.print(f"{label}: no dynamic configs set (--all shows every config and its source)")
         return 0
     table = Table("config", "value", "source", "read-only", title=label)
     for c in configs:

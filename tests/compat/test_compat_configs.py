@@ -263,6 +263,7 @@ def test_min_insync_replicas_applies_live_and_survives_controller_failover_and_r
     fresh = AdminClient({"bootstrap.servers": cluster.status()["bootstrap"]})  # no reconnect back-off to the restarted one
     mine = describe(fresh, "broker", str(controller))["log.retention.bytes"]
     assert (mine.value, mine.source) == ("7000000", SOURCE_DYNAMIC_BROKER)
+    incremental(fresh, "broker", str(controller), ("log.retention.bytes", None, AlterConfigOpType.DELETE))
 
 
 def test_cli_describe_and_alter(cluster, admin):
@@ -280,4 +281,8 @@ def test_cli_describe_and_alter(cluster, admin):
     failed_with("'retention.ms'", "configs", "alter", "--topic", "cli-topic", "--set", "retention.ms=soon", boot=boot)
     failed_with("unknown topic", "configs", "describe", "--topic", "no-such-topic", boot=boot)
     failed_with("read-only", "configs", "alter", "--broker", "1", "--set", "log.dirs=/tmp/x", boot=boot)
-    assert "log.retention.ms" in ok("configs", "describe", "--broker", "1", boot=boot)
+    assert "log.retention.ms" in ok("configs", "describe", "--broker", "1", "--all", boot=boot)
+    ok("configs", "alter", "--broker", "1", "--set", "message.max.bytes=2000000", boot=boot)
+    own = json.loads(ok("configs", "describe", "--broker", "1", "--json", boot=boot))["configs"]
+    assert [(c["name"], c["value"], c["source"]) for c in own] == [("message.max.bytes", "2000000", "DYNAMIC_BROKER_CONFIG")]
+    ok("configs", "alter", "--broker", "1", "--delete", "message.max.bytes", boot=boot)
