@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite import dynamic_config as dc
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.zk import paths
 from kafkalite.zk.errors import ZkError
@@ -43,12 +44,6 @@ class _Planned:
     config: dict[str, str]
 
 
-class ResourceError(Exception):
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
-
-
 class ConfigApis:
     def __init__(self, broker: Broker, topic_error: Callable[[Any], str | None]):
         self.broker = broker
@@ -65,8 +60,8 @@ class ConfigApis:
             try:
                 entries = dc.select(await self._describe(rtype, name), r.get("configuration_keys"))
                 code, message = 0, None
-            except ResourceError as e:
-                entries, code, message = [], int(e.code), str(e)
+            except OPERATING_ERRORS as e:
+                entries, code, message = [], error_code_for(e), str(e)
             except ZkError as e:
                 entries, code, message = [], int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}"
             synonyms = version >= 1 and bool(body.get("include_synonyms"))
@@ -82,18 +77,18 @@ class ConfigApis:
             if name == "":
                 return dc.describe_broker(layers, defaults_only=True)
             if name != str(self.broker.broker_id):
-                raise ResourceError(ErrorCode.INVALID_REQUEST, f"broker {name!r}: ask that broker itself; this is broker "
+                raise fail(ErrorCode.INVALID_REQUEST, f"broker {name!r}: ask that broker itself; this is broker "
                                     f"{self.broker.broker_id} (or use \"\" for the cluster-wide defaults)")
             return dc.describe_broker(layers)
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not served (2 topic, 4 broker)")
+        raise fail(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not served (2 topic, 4 broker)")
 
     async def _topic_overrides(self, topic: str) -> dict[str, str]:
         err = self.topic_error(topic)
         if err is not None:
-            raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
+            raise fail(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
         found = await self._zk(self.broker.zk.get_topic_assignment, topic)
         if found is None:
-            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
+            raise fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
         return dict(found[0].config)
 
     async def _broker_overrides(self, name: str) -> tuple[str, dict[str, str]]:
@@ -102,7 +97,7 @@ class ConfigApis:
         elif name.isdigit():
             entity = str(int(name))
         else:
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"broker {name!r} is neither a broker id nor \"\" (the cluster-wide defaults)")
+            raise fail(ErrorCode.INVALID_REQUEST, f"broker {name!r} is neither a broker id nor \"\" (the cluster-wide defaults)")
         return entity, await self._zk(self.broker.zk.get_entity_config, paths.config_broker_path(entity)) or {}
 
     # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
@@ -113,13 +108,9 @@ class ConfigApis:
             try:
                 planned.append(await self._plan(r, incremental))
                 results.append((0, None))
-            except ResourceError as e:
+            except OPERATING_ERRORS as e:
                 planned.append(None)
-                results.append((int(e.code), str(e)))
-            except (dc.InvalidConfig, dc.InvalidConfigRequest) as e:
-                planned.append(None)
-                code = ErrorCode.INVALID_CONFIG if isinstance(e, dc.InvalidConfig) else ErrorCode.INVALID_REQUEST
-                results.append((int(code), f"{_resource_label(r)}: {e}"))
+                results.append((error_code_for(e), f"{_resource_label(r)}: {e}"))
             except ZkError as e:
                 planned.append(None)
                 results.append((int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}"))
@@ -151,7 +142,7 @@ class ConfigApis:
             wanted = (dc.apply_incremental(current, alterations, dc.broker_effective_values(layers)) if incremental
                       else dc.replace_all(alterations))
             return _Planned(rtype, name, paths.config_broker_path(entity), f"brokers/{entity}", dc.validate_broker_overrides(wanted))
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not served (2 topic, 4 broker)")
+        raise fail(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not served (2 topic, 4 broker)")
 
     async def _wait_applied(self, plans: list[_Planned]) -> None:
         """Until this broker applies what was written (its cache from the controller's
