@@ -350,12 +350,12 @@ class Controller:
         are removed (Kafka's 15 minutes: every broker has seen them)."""
         changes = await self._zk(self.zk.get_config_changes)
         new = [(n, e) for n, e, _t in changes if n > self._config_change_seen]
-        if new:
-            self._config_change_seen = max(n for n, _e in new)
         topics = sorted({e.partition("/")[2] for _n, e in new if e is not None and e.startswith("topics/")})
         if topics:
             assignments = await self._zk(self.zk.get_topic_assignments, topics)
             await self._run_core(core.TopicConfigsChanged({t: dict(a.config) for t, (a, _v) in assignments.items()}))
+        if new:  # only once handled: a ZooKeeper error above retries them (RETRIED_AFTER_ZK_ERROR)
+            self._config_change_seen = max(n for n, _e in new)
         expired = [n for n, _e, ctime in changes if ctime and time.time() - ctime > CONFIG_CHANGE_EXPIRATION_S]
         for name in expired:
             await self._zk(self.zk.delete_if_exists, paths.config_change_path(name))
