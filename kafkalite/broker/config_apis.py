@@ -115,15 +115,17 @@ class ConfigApis:
                 planned.append(None)
                 results.append((int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}"))
         if not body.get("validate_only"):
+            written = []
             for i, plan in enumerate(planned):
                 if plan is None:
                     continue
                 try:
                     await self._zk(lambda p=plan: self.broker.zk.set_entity_config(p.path, p.config, notify=p.entity))
                     log.info("config of %s set to %s", plan.entity, plan.config)
+                    written.append(plan)
                 except ZkError as e:
                     results[i] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
-            await self._wait_applied([p for p in planned if p is not None])
+            await self._wait_applied(written)
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": code, "error_message": message, "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
             for r, (code, message) in zip(body["resources"], results)]}
