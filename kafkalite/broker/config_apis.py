@@ -104,7 +104,12 @@ class ConfigApis:
     async def alter_configs(self, body: dict, *, incremental: bool) -> dict:
         planned: list[_Planned | None] = []
         results: list[tuple[int, str | None]] = []
-        for r in body["resources"]:
+        keys = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
+        for r, key in zip(body["resources"], keys):
+            if keys.count(key) > 1:  # as Kafka: a resource twice in one request is refused each time
+                planned.append(None)
+                results.append((int(ErrorCode.INVALID_REQUEST), f"{_resource_label(r)}: appears more than once in the request"))
+                continue
             try:
                 planned.append(await self._plan(r, incremental))
                 results.append((0, None))

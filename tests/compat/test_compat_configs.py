@@ -286,3 +286,30 @@ def test_cli_describe_and_alter(cluster, admin):
     own = json.loads(ok("configs", "describe", "--broker", "1", "--json", boot=boot))["configs"]
     assert [(c["name"], c["value"], c["source"]) for c in own] == [("message.max.bytes", "2000000", "DYNAMIC_BROKER_CONFIG")]
     ok("configs", "alter", "--broker", "1", "--delete", "message.max.bytes", boot=boot)
+
+
+def test_each_resource_of_a_request_is_altered_or_refused_whole(cluster, admin):
+    """Raw IncrementalAlterConfigs v0: a good resource is altered, a bad one left exactly as
+    it was (even its valid configs), and a resource named twice refused both times."""
+    from kafkalite.cli.admin_client import AdminClient as KafkaliteAdmin
+    from kafkalite.protocol.schema import ApiKey
+
+    create(admin, "whole-good")
+    create(admin, "whole-bad", {"retention.ms": "900000"})
+
+    def resource(topic, *configs):
+        return {"resource_type": 2, "resource_name": topic,
+                "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs]}
+
+    body = {"resources": [resource("whole-good", ("retention.ms", "800000")),
+                          resource("whole-bad", ("retention.ms", "700000"), ("segment.bytes", "12")),
+                          resource("plain", ("retention.ms", "1")), resource("plain", ("retention.ms", "2"))],
+            "validate_only": False}
+    with KafkaliteAdmin(cluster.status()["bootstrap"]) as client:
+        response = client._request_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body)
+    codes = [(r["resource_name"], r["error_code"]) for r in response["responses"]]
+    assert codes == [("whole-good", 0), ("whole-bad", 40), ("plain", 42), ("plain", 42)]
+    assert "segment.bytes" in response["responses"][1]["error_message"]
+    assert overrides(admin, "whole-good") == {"retention.ms": "800000"}
+    assert overrides(admin, "whole-bad") == {"retention.ms": "900000"}
+    assert "retention.ms" not in overrides(admin, "plain")
