@@ -134,6 +134,12 @@ class ReplicaManager:
             self.topic_configs[topic] = dict(cfg)
             self.logs.set_config(topic, log_config_for(self.log_config, cfg))
 
+    def reapply_log_configs(self) -> None:
+        """The broker's log defaults changed (dynamic broker configs, issue 16): every local
+        log takes its topic's overrides over the new defaults."""
+        for topic in {t for t, _p in self.logs.logs()}:
+            self.logs.set_config(topic, log_config_for(self.log_config, self.topic_configs.get(topic, {})))
+
     def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str]) -> Partition:
         cfg = log_config_for(self.log_config, dict(topic_config))
         return self._partition(tp[0], tp[1], self.logs.get_or_create(tp[0], tp[1], cfg))

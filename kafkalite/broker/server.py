@@ -19,6 +19,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -33,6 +34,7 @@ from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
     BrokerChange,
+    ConfigChange,
     Elect,
     LogDirFailuresChange,
     PartitionsAddChange,
@@ -43,6 +45,7 @@ from kafkalite.broker.controller_events import (
     TopicChange,
     TopicDeletion,
 )
+from kafkalite.broker.dynamic_configs import DynamicBrokerConfigs
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.group_coordinator import GroupCoordinatorDriver, coordinator_config
@@ -78,7 +81,7 @@ CLIENT_LISTENER_WARN_S = 10.0
 GROUP_LAG_REFRESH_S = 5.0
 
 
-def log_config_from(cfg: BrokerConfig) -> LogConfig:
+def log_config_from(cfg: BrokerConfig | Mapping[str, Any]) -> LogConfig:
     flush_msgs = cfg["log.flush.interval.messages"]
     flush_ms = cfg["log.flush.interval.ms"]
     policy = parse_cleanup_policy(cfg["log.cleanup.policy"])
@@ -114,6 +117,8 @@ class Broker:
         self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg),
                                open_files_max=self.settings["log.open.files.max"])
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
+        # Issue 16: /config/brokers/<id> and <default>, applied live over the static settings.
+        self.dynamic_configs = DynamicBrokerConfigs(self, cfg.as_dict(), cfg.explicit, log_config_from)
         # KIP-392: the selector the core asks who serves a consumer (ConfigError if a
         # plug-in cannot be set up), and the metadata cache's view it decides from.
         self.replica_selector = make_replica_selector(self.settings["replica.selector.class"], self.settings)
@@ -186,6 +191,7 @@ class Broker:
         self.replica_manager.load_local_partitions()
         await self._connect_zookeeper()
         await self._delete_unassigned_partitions()
+        self.dynamic_configs.watch()
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
@@ -448,6 +454,7 @@ class Broker:
         self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, TopicChange()))
         self.zk.watch_children(paths.log_dir_failures_path(), lambda children: call(enqueue, LogDirFailuresChange()))
         self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
+        self.zk.watch_children(paths.config_changes_path(), lambda children: call(enqueue, ConfigChange()) if children else None)
         self.zk.watch_data(paths.preferred_replica_election_path(),
                            lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
         self.zk.watch_data(paths.admin_reassign_partitions_path(), lambda data, stat: call(enqueue, ReassignmentChange()))

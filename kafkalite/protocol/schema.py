@@ -38,9 +38,11 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
 
 
@@ -567,6 +569,47 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
+    (ApiKey.ALTER_CONFIGS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    )),
+    (ApiKey.ALTER_CONFIGS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    )),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, REQUEST): _message(0, 0, flexible=None, fields=(
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('config_operation', 'int8', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    )),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, RESPONSE): _message(0, 0, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    )),
     (ApiKey.CREATE_PARTITIONS, REQUEST): _message(0, 1, flexible=None, fields=(
         F('topics', '[]', '0+', fields=(
             F('name', 'string', '0+'),
@@ -661,6 +704,10 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",
                                   (("resource_type", "resource_type"),
                                    ("resource_name", "resource_name"))),
+    ApiKey.ALTER_CONFIGS: Echo("resources", "responses",
+                               (("resource_type", "resource_type"), ("resource_name", "resource_name"))),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Echo("resources", "responses",
+                                           (("resource_type", "resource_type"), ("resource_name", "resource_name"))),
     ApiKey.CREATE_PARTITIONS: Echo("topics", "results", (("name", "name"),)),
     ApiKey.ELECT_LEADERS: Echo("topic_partitions", "replica_election_results", (("topic", "topic"),),
                                Echo("partition_id", "partition_result", (("partition_id", SELF),))),
