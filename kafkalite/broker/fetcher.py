@@ -121,7 +121,7 @@ class FetcherTask:
 
     async def _fetch_once(self, client: RpcClient, ready: dict[TP, Follow]) -> None:
         settings = self.manager.settings
-        req = [[tp[0], tp[1], f.replica.leo, f.leader_epoch, f.latest_epoch()] for tp, f in ready.items()]
+        req = [[tp[0], tp[1], f.replica.leo, f.leader_epoch, f.latest_epoch(), f.replica.log_start_offset] for tp, f in ready.items()]
         if self._records_answered_at is not None:
             self.manager.metrics.replica_fetch_turnaround.observe(time.monotonic() - self._records_answered_at)
             self._records_answered_at = None
@@ -157,6 +157,9 @@ class FetcherTask:
                 part = f.replica
                 assert isinstance(part, Partition)
                 part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                # Follow the leader's log start (DeleteRecords): never above our own HW.
+                part.advance_log_start(min(log_start, part.hw))
+                part.lag_behind_leader = max(leo - part.leo, 0)
                 self.manager.quotas.record_follower(part.tp, size, monotonic_ms())
                 f.on_fetched(hw)
                 self.manager.on_fetched(part.tp, max(leo - part.leo, 0))

@@ -108,9 +108,11 @@ class InterBrokerHandlers:
         if cached is not None and h.get("broker_epoch", -1) < cached.epoch:
             return {"error": int(ErrorCode.STALE_BROKER_EPOCH)}, b""
         part_max = int(h.get("partition_max_bytes", 1 << 20))
+        # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
+        # from a broker that predates it.
         reqs = [((t, int(p)), {"fetch_offset": int(off), "max_bytes": part_max, "current_leader_epoch": int(epoch),
-                               "last_fetched_epoch": int(last_epoch)})
-                for t, p, off, epoch, last_epoch in h["partitions"]]
+                               "last_fetched_epoch": int(last_epoch), "log_start_offset": int(rest[0]) if rest else -1})
+                for t, p, off, epoch, last_epoch, *rest in h["partitions"]]
         results = await self.rm.fetch(reqs, replica_id=replica_id, max_wait_ms=int(h.get("max_wait_ms", 0)),
                                       min_bytes=int(h.get("min_bytes", 1)), max_bytes=int(h.get("max_bytes", 10 << 20)))
         chunks = []

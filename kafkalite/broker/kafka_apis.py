@@ -16,6 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.broker import records_apis
 from kafkalite.broker.client_listener import current_listener
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
@@ -628,4 +629,6 @@ _HANDLERS = {
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
     ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
     ApiKey.FIND_COORDINATOR: KafkaApis.find_coordinator,
+    ApiKey.DELETE_RECORDS: records_apis.delete_records_handler,
+    ApiKey.DESCRIBE_LOG_DIRS: records_apis.describe_log_dirs_handler,
 }
