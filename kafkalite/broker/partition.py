@@ -122,6 +122,8 @@ class Partition(Replica):
         self.producers = ProducerStateTable.rebuild(
             _producer_batch(h) for h in self.log.iter_batch_headers() if h.producer_id >= 0 and h.base_sequence >= 0
         )
+        # The first batch read may start below a log start DeleteRecords set inside it.
+        self.producers.evict_below(self.log.log_start_offset)
         self._producers_loaded = True
 
     # -- leader: produce ----------------------------------------------------------------
