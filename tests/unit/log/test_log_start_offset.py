@@ -6,8 +6,11 @@ log-start-offset-checkpoint carrying it across a restart."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalite.log import checkpoint
 from kafkalite.log.config import LogConfig
@@ -135,3 +138,83 @@ def test_a_checkpointed_log_start_past_a_lost_tail_is_clamped_to_the_end(tmp_pat
     reopened.open_all(now_ms=0)
     assert reopened.get("t", 0).log_start_offset == reopened.get("t", 0).log_end_offset == 50
     reopened.close()
+
+
+# ------------------------------------------------------------------ property
+
+def read_from(log: Log, start: int) -> list[tuple[int, bytes]]:
+    """(base offset, bytes) of every batch from the one holding `start` to the LEO."""
+    out: list[tuple[int, bytes]] = []
+    offset = start
+    while offset < log.log_end_offset:
+        data = log.read(offset, 300)
+        assert data
+        for pos, header in validate_batches(data, from_client=False):
+            out.append((header.base_offset, data[pos : pos + header.size_bytes]))
+            offset = header.last_offset + 1
+    return out
+
+
+delete_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 4)),
+        st.tuples(st.just("delete_records"), st.integers(0, 1000)),
+        st.tuples(st.just("retention"), st.integers(0, 3000)),
+        st.tuples(st.just("truncate"), st.integers(0, 1000)),
+        st.tuples(st.just("restart"), st.just(0)),
+        st.tuples(st.just("epoch"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(delete_ops)
+def test_random_deletes_appends_retention_truncations_and_restarts_against_a_model(operations):
+    """The log start only moves up (but for a truncation below it), reads from it return
+    exactly the appended batches from the one holding it, only the first segment reaches
+    below it, the epoch cache starts at or after it, and a restart keeps it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        manager = LogManager([tmp], CONFIG)
+        manager.open_all(now_ms=0)
+        log = manager.get_or_create("p", 0, now_ms=0)
+        batches: list[tuple[int, int, bytes]] = []  # (base, last, bytes)
+        start = leo = epoch = 0
+        for now_ms, (op, a) in enumerate(operations, start=1):
+            if op == "append":
+                result = log.append_as_leader(encode_batch([(None, b"r" * 30, ())] * a, base_timestamp=now_ms), epoch, now_ms)
+                [(base, data)] = read_from(log, result.first_offset)
+                batches.append((base, result.last_offset, data))
+                leo = result.last_offset + 1
+            elif op == "delete_records":
+                target = start + a % (leo - start + 1)
+                assert log.maybe_increment_log_start_offset(target) == (target > start)
+                start = max(start, target)
+            elif op == "retention":
+                log.config = LogConfig(**{**CONFIG.__dict__, "retention_bytes": a})
+                log.delete_retained_segments(now_ms, upper_offset=leo)
+                log.config = CONFIG
+                assert log.log_start_offset >= start
+                start = log.log_start_offset
+            elif op == "truncate":
+                target = start + a % (leo - start + 1)
+                if target < leo:
+                    log.truncate_to(target)
+                    batches = [x for x in batches if x[1] < target]
+                    live = [x for x in batches if x[1] >= start]
+                    leo = live[-1][1] + 1 if live else start
+            elif op == "restart":
+                manager.close()
+                manager = LogManager([tmp], CONFIG)
+                manager.open_all(now_ms=now_ms)
+                log = manager.get("p", 0)
+            else:
+                epoch += 1
+            assert (log.log_start_offset, log.log_end_offset) == (start, leo)
+            assert read_from(log, start) == [(b, data) for b, last, data in batches if last >= start]
+            bases = [s.base_offset for s in log.segments]
+            assert bases[0] <= start
+            assert all(b > start for b in bases[1:])
+            assert all(offset >= start for _, offset in log.leader_epoch_cache.epoch_entries())
+        manager.close()
