@@ -274,7 +274,8 @@ class ReplicaManager:
         waiting: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
         for tp, offset in offsets.items():
             try:
-                part, target = self.core.delete_records_target(tp, offset, partition_known=partition_known(tp))
+                part, target = self.core.delete_records_target(tp, offset, partition_known=partition_known(tp),
+                                                               deletion_allowed=_log_deletion_allowed)
                 assert isinstance(part, Partition)
                 if part.advance_log_start(target):
                     log.info("DeleteRecords: the log start of %s-%d is now %d", tp[0], tp[1], part.log_start_offset)
@@ -472,6 +473,12 @@ class ReplicaManager:
                 "low_watermark": part.low_watermark() if part.is_leader else None,
             }
         return out
+
+
+def _log_deletion_allowed(replica: core_rm.Replica) -> bool:
+    """DeleteRecords needs "delete" in the topic's cleanup.policy (Kafka's PolicyViolation)."""
+    assert isinstance(replica, Partition)
+    return replica.log.config.delete
 
 
 def _follower_leo(part: Partition | None, replica_id: int) -> int | None:

@@ -95,6 +95,9 @@ def delete_records(admin: AdminClient, topic: str, partition: int, before: int, 
             hw = _high_watermark(admin, host, port, topic, partition)
             raise AdminError(f"{topic}-{partition}: offset {before} is above the high watermark"
                              f"{'' if hw is None else f' {hw}'} (OFFSET_OUT_OF_RANGE)")
+        if code == ErrorCode.POLICY_VIOLATION:
+            raise AdminError(f"{topic}-{partition}: records cannot be deleted from a topic with cleanup.policy=compact "
+                             "(POLICY_VIOLATION)")
         if code == ErrorCode.REQUEST_TIMED_OUT:
             raise AdminError(f"{topic}-{partition}: the log start moved on the leader, but not every in-sync replica "
                              f"followed within {timeout_ms} ms (low watermark {result['low_watermark']})")

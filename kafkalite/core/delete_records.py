@@ -19,20 +19,24 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from kafkalite.core.codes import ErrorCode, NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkalite.core.codes import ErrorCode, NotLeaderOrFollowerError, OffsetOutOfRangeError, PolicyViolationError
 
 HIGH_WATERMARK = -1  # a request's offset -1 means "everything below the HW" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)
 LOW_WATERMARK_UNKNOWN = -1
 
 
-def decide_log_start(tp: tuple[str, int], requested_offset: int, *, is_leader: bool, hw: int) -> int:
+def decide_log_start(tp: tuple[str, int], requested_offset: int, *, is_leader: bool, hw: int, deletion_allowed: bool = True) -> int:
     """The log start a DeleteRecords asks of this replica: the request's offset, or the HW for
     -1. Only the leader moves it (followers follow it); never above the HW, whose records
-    some replica may not hold yet. An offset at or below the current log start asks for
-    nothing new and succeeds once the low watermark is there (as Kafka answers it)."""
+    some replica may not hold yet; never on a topic whose cleanup.policy lacks "delete"
+    (`deletion_allowed` False: POLICY_VIOLATION, as Kafka's deleteRecordsOnLeader). An
+    offset at or below the current log start asks for nothing new and succeeds once the
+    low watermark is there (as Kafka answers it)."""
     assert hw >= 0
     if not is_leader:
         raise NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]}: this broker does not lead it; DeleteRecords goes to the leader")
+    if not deletion_allowed:
+        raise PolicyViolationError(f"{tp[0]}-{tp[1]}: records cannot be deleted under cleanup.policy=compact")
     target = hw if requested_offset == HIGH_WATERMARK else requested_offset
     if target < 0:
         raise OffsetOutOfRangeError(f"{tp[0]}-{tp[1]}: offset {requested_offset} is not valid (-1 means the high watermark)")

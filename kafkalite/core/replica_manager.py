@@ -445,7 +445,8 @@ class ReplicaManager:
             raise NotEnoughReplicasError(f"ISR {list(replica.state.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
         return replica
 
-    def delete_records_target(self, tp: TP, requested_offset: int, *, partition_known: bool) -> tuple[Replica, int]:
+    def delete_records_target(self, tp: TP, requested_offset: int, *, partition_known: bool,
+                              deletion_allowed: Callable[[Replica], bool]) -> tuple[Replica, int]:
         """DeleteRecords for one partition: the local leader and the log start it moves to
         (kafkalite.core.delete_records.decide_log_start). A partition not on this broker is
         NOT_LEADER_OR_FOLLOWER when the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION."""
@@ -454,7 +455,8 @@ class ReplicaManager:
         if replica is None:
             error = NotLeaderOrFollowerError if partition_known else UnknownTopicOrPartitionError
             raise error(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
-        return replica, decide_log_start(tp, requested_offset, is_leader=replica.is_leader, hw=replica.hw)
+        return replica, decide_log_start(tp, requested_offset, is_leader=replica.is_leader, hw=replica.hw,
+                                         deletion_allowed=deletion_allowed(replica))
 
     def follower_fetch(self, tp: TP, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                        last_fetched_epoch: int, now_ms: int, follower_log_start: int = UNKNOWN_OFFSET) -> FollowerRead:

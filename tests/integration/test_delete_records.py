@@ -9,7 +9,8 @@ test on its own topic), with confluent-kafka's and kafka-python's admin clients 
 - the log start survives a leader change and a broker's kill -9 and restart
   (log-start-offset-checkpoint);
 - errors: above the HW (OFFSET_OUT_OF_RANGE), a follower asked (NOT_LEADER_OR_FOLLOWER), an
-  unknown partition (UNKNOWN_TOPIC_OR_PARTITION); the CLI says each in one line.
+  unknown partition (UNKNOWN_TOPIC_OR_PARTITION), a compacted topic (POLICY_VIOLATION); the
+  CLI says each in one line.
 
 confluent-kafka 2.16 has delete_records but no describe_log_dirs; kafka-python has both.
 """
@@ -56,10 +57,10 @@ def boot(cluster) -> str:
     return cluster.status()["bootstrap"]
 
 
-def create(cluster, boot: str, topic: str, replicas: list[int]) -> None:
+def create(cluster, boot: str, topic: str, replicas: list[int], **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": boot})
     new = NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[replicas],
-                   config={"segment.bytes": str(SEGMENT_BYTES)})
+                   config={"segment.bytes": str(SEGMENT_BYTES), **config})
     for future in admin.create_topics([new]).values():
         future.result(timeout=30)
     wait_fully_replicated(cluster, topic, 1)
@@ -179,6 +180,13 @@ def test_errors_above_the_hw_on_a_follower_and_for_an_unknown_partition(cluster,
                 "--before", "51", boot=boot)
     failed_with("has no partition 4", "records", "delete", "--topic", topic, "--partition", "4", "--before", "1", boot=boot)
     failed_with("unknown topic", "records", "delete", "--topic", "no-such-topic", "--partition", "0", "--before", "1", boot=boot)
+    create(cluster, boot, "dr-compacted", [1, 2, 3], **{"cleanup.policy": "compact"})
+    [future] = admin.delete_records([TopicPartition("dr-compacted", 0, 0)], request_timeout=30).values()
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=30)
+    assert raised.value.args[0].code() == ErrorCode.POLICY_VIOLATION
+    failed_with("cleanup.policy=compact", "records", "delete", "--topic", "dr-compacted", "--partition", "0", "--before", "0",
+                boot=boot)
 
 
 def test_cli_records_delete_and_log_dirs(cluster, boot):

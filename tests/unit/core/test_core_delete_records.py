@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalite.core.codes import ErrorCode, NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkalite.core.codes import ErrorCode, NotLeaderOrFollowerError, OffsetOutOfRangeError, PolicyViolationError
 from kafkalite.core.delete_records import (
     HIGH_WATERMARK,
     DelayedDeleteRecords,
@@ -33,6 +33,8 @@ def test_decide_log_start_refuses_above_the_hw_negative_offsets_and_followers():
         decide_log_start(TP, -2, is_leader=True, hw=50)
     with pytest.raises(NotLeaderOrFollowerError):
         decide_log_start(TP, 10, is_leader=False, hw=50)
+    with pytest.raises(PolicyViolationError, match="compact"):
+        decide_log_start(TP, 10, is_leader=True, hw=50, deletion_allowed=False)
 
 
 def leader(isr=(1, 2, 3), leo=100, hw=100, log_start=0) -> PartitionReplicaState:
