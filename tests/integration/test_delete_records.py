@@ -240,3 +240,31 @@ def test_log_start_survives_a_leader_change_and_a_restart(cluster, boot):
         assert wait_until(lambda: replica_state(cluster, 1, replicated)["log_start"] == 250, 30, "broker 1's log start")
     finally:
         consumer.close()
+
+
+def test_the_answer_waits_for_every_in_sync_follower(cluster, boot):
+    """A paused follower (still in the ISR: paused well under replica.lag.time.max.ms) holds
+    the low watermark back: the leader's log start moves at once, the answer times out
+    with the low watermark reached so far, and once the follower runs again it follows."""
+    topic = "dr-acks"
+    create(cluster, boot, topic, [1, 2, 3])
+    produce(boot, topic, 100)
+    leader = cluster.broker(1)
+
+    def delete(offset: int, timeout_ms: int) -> dict:
+        body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": timeout_ms}
+        with CliAdmin(boot) as raw:
+            return raw.request_broker(leader["host"], leader["port"], ApiKey.DELETE_RECORDS, 1, body)["topics"][0]["partitions"][0]
+
+    cluster.kill(3, "STOP")
+    try:
+        answer = delete(40, 500)
+        assert (answer["error_code"], answer["low_watermark"]) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+        assert replica_state(cluster, 1, topic)["log_start"] == 40
+        assert replica_state(cluster, 1, topic)["low_watermark"] == 0
+    finally:
+        cluster.kill(3, "CONT")
+    answer = delete(40, 10_000)
+    assert (answer["error_code"], answer["low_watermark"]) == (ErrorCode.NONE, 40)
+    assert replica_state(cluster, 3, topic)["log_start"] == 40
+    assert 3 in replica_state(cluster, 1, topic)["isr"]
