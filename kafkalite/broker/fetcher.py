@@ -133,7 +133,7 @@ class FetcherTask:
         ones carry only the partitions whose fetch state changed, and those we no longer
         fetch (in backoff, truncating, throttled, moved or gone) as `forgotten`."""
         settings = self.manager.settings
-        state = {tp: (f.replica.leo, f.leader_epoch, f.latest_epoch()) for tp, f in ready.items()}
+        state = {tp: (f.replica.leo, f.leader_epoch, f.latest_epoch(), f.replica.log_start_offset) for tp, f in ready.items()}
         sent = self._sent
         if self._session[0] == 0:
             req = [[tp[0], tp[1], *st] for tp, st in state.items()]
@@ -194,6 +194,9 @@ class FetcherTask:
                 part = f.replica
                 assert isinstance(part, Partition)
                 part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                # Follow the leader's log start (DeleteRecords): never above our own HW.
+                part.advance_log_start(min(log_start, part.hw))
+                part.lag_behind_leader = max(leo - part.leo, 0)
                 self.manager.quotas.record_follower(part.tp, size, monotonic_ms())
                 f.on_fetched(hw)
                 self.manager.on_fetched(part.tp, max(leo - part.leo, 0))

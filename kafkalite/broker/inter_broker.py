@@ -116,14 +116,16 @@ class InterBrokerHandlers:
         session_field = h.get("session")  # [id, epoch]: kafkalite.core.fetch_session; absent: no session
         reply: dict[str, Any] = {"error": 0}
         if session_field is None:
+            # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
+            # from a broker that predates it.
             reqs = [((t, int(p)), {"fetch_offset": int(off), "max_bytes": part_max, "current_leader_epoch": int(epoch),
-                                   "last_fetched_epoch": int(last_epoch)})
-                    for t, p, off, epoch, last_epoch in h["partitions"]]
+                                   "last_fetched_epoch": int(last_epoch), "log_start_offset": int(rest[0]) if rest else -1})
+                    for t, p, off, epoch, last_epoch, *rest in h["partitions"]]
             results = await self.rm.fetch(reqs, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes)
         else:
             session_id, session_epoch = int(session_field[0]), int(session_field[1])
-            changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch))
-                       for t, p, off, epoch, last_epoch in h["partitions"]}
+            changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
+                       for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
             now = monotonic_ms()
             sessions = self.rm.fetch_sessions
             if session_id == 0:  # a full request opens a session

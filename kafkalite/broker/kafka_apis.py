@@ -16,6 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.broker import records_apis
 from kafkalite.broker.client_listener import current_listener
 from kafkalite.broker.config_apis import ConfigApis
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
@@ -617,4 +618,6 @@ _HANDLERS = {
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
     ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
     ApiKey.FIND_COORDINATOR: KafkaApis.find_coordinator,
+    ApiKey.DELETE_RECORDS: records_apis.delete_records_handler,
+    ApiKey.DESCRIBE_LOG_DIRS: records_apis.describe_log_dirs_handler,
 }

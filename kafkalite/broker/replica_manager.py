@@ -26,6 +26,7 @@ from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ReadSource
+from kafkalite.core.delete_records import DeleteRecordsPartitionStatus
 from kafkalite.core.fetch_session import FetchSession, FetchSessions
 from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
@@ -275,11 +276,50 @@ class ReplicaManager:
                     results[tp]["error"] = code
         return results
 
+    # -- DeleteRecords (KIP-107) ----------------------------------------------------------
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int], timeout_ms: int,
+                             partition_known: Callable[[tuple[str, int]], bool]) -> dict[tuple[str, int], tuple[int, int]]:
+        """Move each partition's log start on this leader (the segments wholly below it go
+        at once), then wait until every ISR replica followed it (the low watermark) or
+        `timeout_ms`. Per partition: (error code, low watermark)."""
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        waiting: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                part, target = self.core.delete_records_target(tp, offset, partition_known=partition_known(tp),
+                                                               deletion_allowed=_log_deletion_allowed)
+                assert isinstance(part, Partition)
+                if part.advance_log_start(target):
+                    log.info("DeleteRecords: the log start of %s-%d is now %d", tp[0], tp[1], part.log_start_offset)
+                waiting[tp] = DeleteRecordsPartitionStatus(target)
+            except LogDirFailure as e:
+                results[tp] = (error_code_for(e), -1)
+                self.on_log_dir_failure(e)
+            except OPERATING_ERRORS as e:
+                results[tp] = (error_code_for(e), -1)
+        if waiting:
+            results.update(await self.delayed.wait_delete_records(waiting, timeout_ms))
+        return results
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Roll aged segments and delete those past retention (Log.delete_retained_segments),
+        never one holding an offset at or above the HW, as Kafka bounds it; the replicas'
+        state and producer state follow the log start. Returns how many segments went."""
+        deleted = 0
+        for tp, plog in self.logs.logs().items():
+            plog.maybe_roll(now_ms)
+            part = self.partitions.get(tp)
+            n = plog.delete_retained_segments(now_ms, upper_offset=None if part is None else part.hw)
+            if n and part is not None:
+                part.after_log_start_moved()
+            deleted += n
+        return deleted
+
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
         current_leader_epoch: int = -1, last_fetched_epoch: int = -1, min_one: bool = True,
-        client: ClientMetadata | None = None,
+        client: ClientMetadata | None = None, follower_log_start: int = -1,
     ) -> dict[str, Any]:
         """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
         consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
@@ -290,7 +330,8 @@ class ReplicaManager:
         try:
             if replica_id >= 0:
                 previous_leo = _follower_leo(part, replica_id)
-                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms())
+                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms(),
+                                                    follower_log_start)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
@@ -310,6 +351,8 @@ class ReplicaManager:
                         self.metrics.replication_catch_up(replica_id, time.monotonic() - appended_at)
                 if decision.hw_changed:
                     part.notify()
+                elif decision.log_start_changed:
+                    self.delayed.wake(tp, produce=False)  # the low watermark a DeleteRecords waits on may have moved
                 if self.core.alter_isr_pending:
                     self.alter_isr_due()
             else:
@@ -374,7 +417,7 @@ class ReplicaManager:
                 tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
                 current_leader_epoch=req.get("current_leader_epoch", -1),
                 last_fetched_epoch=req.get("last_fetched_epoch", -1),
-                min_one=(total == 0), client=client,
+                min_one=(total == 0), client=client, follower_log_start=req.get("log_start_offset", -1),
             )
             n = len(r["records"])
             total += n
@@ -399,7 +442,8 @@ class ReplicaManager:
         try:
             while True:
                 reqs = [(tp, {"fetch_offset": sp.fetch_offset, "max_bytes": partition_max_bytes,
-                              "current_leader_epoch": sp.current_leader_epoch, "last_fetched_epoch": sp.last_fetched_epoch})
+                              "current_leader_epoch": sp.current_leader_epoch, "last_fetched_epoch": sp.last_fetched_epoch,
+                              "log_start_offset": sp.log_start_offset})
                         for tp in to_read if (sp := session.partitions.get(tp)) is not None]
                 waiter.clear()
                 out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None)
@@ -514,8 +558,15 @@ class ReplicaManager:
                 "is_leader": part.is_leader, "isr": list(part.state.isr),
                 "maximal_isr": list(part.state.maximal_isr) if part.is_leader else None,
                 "hw": part.hw, "leo": part.leo, "log_start": part.log_start_offset,
+                "low_watermark": part.low_watermark() if part.is_leader else None,
             }
         return out
+
+
+def _log_deletion_allowed(replica: core_rm.Replica) -> bool:
+    """DeleteRecords needs "delete" in the topic's cleanup.policy (Kafka's PolicyViolation)."""
+    assert isinstance(replica, Partition)
+    return replica.log.config.delete
 
 
 def _follower_leo(part: Partition | None, replica_id: int) -> int | None:

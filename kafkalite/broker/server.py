@@ -648,9 +648,11 @@ class Broker:
         written in a thread, so a kill -9 recovers from a recent point."""
         hws = self.replica_manager.hw_checkpoint_snapshot()
         points = self.logs.recovery_points()
+        log_starts = self.logs.log_start_offsets()
         try:
             await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
             await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
+            await self.loop.run_in_executor(None, self.logs.write_log_start_offsets, log_starts)
             await self._write_cleaner_checkpoints()
         except LogDirFailure as e:  # the other dirs were written; this one goes offline
             self.on_log_dir_failure(e)
@@ -700,10 +702,7 @@ class Broker:
         return {tp: part.hw for tp, part in self.replica_manager.partitions.items()}
 
     def _retention(self) -> None:
-        now = wall_ms()
-        for plog in self.logs.logs().values():
-            plog.maybe_roll(now)
-            plog.delete_retained_segments(now)
+        self.replica_manager.apply_retention(wall_ms())
 
     async def _flush(self) -> None:
         """fsync what is due in a thread; the job holds private descriptors, so appends,

@@ -213,6 +213,14 @@ class AdminClient:
             self._drop(address)
             raise
 
+    def request_broker(self, host: str, port: int, api: ApiKey, version: int, body: dict) -> dict:
+        """One request to one broker (DeleteRecords to a leader, DescribeLogDirs to each
+        broker); NoBrokerError when it does not answer."""
+        try:
+            return self._request_to((host, port), api, version, body)
+        except (OSError, KafkaliteError) as e:
+            raise NoBrokerError(f"broker at {host}:{port} did not answer ({e})") from None
+
     def _drop(self, address: tuple[str, int]) -> None:
         conn = self._connections.pop(address, None)
         if conn is not None:

@@ -48,11 +48,13 @@ class InvalidFetchSessionEpochError(CoreError):
 @dataclass(frozen=True)
 class SessionPartition:
     """What the follower asked of one partition: where it fetches, at which leader epoch,
-    and the epoch of its last fetched batch (KIP-320)."""
+    the epoch of its last fetched batch (KIP-320), and its own log start (DeleteRecords'
+    low watermark; -1 from a follower that does not say)."""
 
     fetch_offset: int
     current_leader_epoch: int
     last_fetched_epoch: int
+    log_start_offset: int = -1
 
 
 class FetchSession:
