@@ -101,6 +101,11 @@ class ClientListenerConfig:
     advertised_port: int
 
 
+# `authorizer.class.name` values that turn on kafkalite's ACL authorizer: Kafka's two
+# class names (so a Kafka server.properties works unchanged) and our own.
+AUTHORIZER_CLASS_NAMES = frozenset({"", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                                    "kafkalite.AclAuthorizer"})
+
 _SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
     Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -182,6 +187,12 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
             _non_negative, ">= 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
+    Setting("authorizer.class.name", "str", "",
+            "ACL authorization of client requests: empty = none (anyone may do anything), or "
+            "kafka.security.authorizer.AclAuthorizer (also kafka.security.auth.SimpleAclAuthorizer, kafkalite.AclAuthorizer)",
+            lambda v: v in AUTHORIZER_CLASS_NAMES, "empty, " + ", ".join(sorted(n for n in AUTHORIZER_CLASS_NAMES if n))),
+    Setting("super.users", "str", "", "principals allowed everything, separated by semicolons (User:admin;User:CN=broker)"),
+    Setting("allow.everyone.if.no.acl.found", "bool", False, "with an authorizer: allow a resource that has no ACL at all"),
     Setting("log.level", "str", "INFO", "logging level", lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "DEBUG, INFO, WARNING, ERROR"),
 )
 

@@ -27,6 +27,7 @@ from kazoo.protocol.states import KazooState
 
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.authorization import AclAuthorizer, RequestAuthorizer
 from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
@@ -135,6 +136,9 @@ class Broker:
                                                     self._remove_gone_controller)
             self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
+        # Issue 15: ACL authorization of client requests, when authorizer.class.name is set.
+        self.authorizer: AclAuthorizer | None = AclAuthorizer(self.settings) if self.settings["authorizer.class.name"] else None
+        self.request_authorizer = RequestAuthorizer(self.authorizer) if self.authorizer is not None else None
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None  # the first of client_listeners
         self.client_listeners: list[ClientListener] = []
@@ -184,6 +188,8 @@ class Broker:
         await self.loop.run_in_executor(None, self.logs.open_all)
         self.replica_manager.load_local_partitions()
         await self._connect_zookeeper()
+        if self.authorizer is not None:
+            await self.loop.run_in_executor(None, self.authorizer.start, self.zk, self.loop)
         await self._delete_unassigned_partitions()
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
