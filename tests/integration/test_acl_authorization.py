@@ -1,0 +1,248 @@
+"""ACL authorization on a real 3-broker cluster with `authorizer.class.name` set (issue 15).
+
+Every client here is User:ANONYMOUS (plaintext listener). The test grants it, through the
+Kafka protocol (confluent-kafka's AdminClient create_acls/delete_acls), exactly what each
+scenario needs and shows the rest refused with Kafka's error codes in real clients. ACLs
+start from one bootstrap ACL written to ZooKeeper (Alter and Describe on the cluster, as
+an admin would with Kafka's kafka-acls --authorizer-properties zookeeper.connect=...).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kazoo.client import KazooClient
+
+from kafkalite.core import acl as core_acl
+from kafkalite.testing.cluster import LocalCluster
+from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
+from kafkalite.testing.ports import free_ports
+from kafkalite.zk import ZkAdapter
+from kafkalite.zk.acl_store import AclStore
+
+ANON = "User:ANONYMOUS"
+PROPAGATION_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def secured(zk_server, tmp_path_factory):
+    connect = fresh_chroot(zk_server, "acl")
+    client = KazooClient(hosts=connect, timeout=5)
+    client.start(timeout=10)
+    try:
+        store = AclStore(ZkAdapter(client))
+        store.ensure_paths()
+        cluster_pattern = core_acl.ResourcePattern(core_acl.ResourceType.CLUSTER, core_acl.CLUSTER_NAME, core_acl.PatternType.LITERAL)
+        store.update(cluster_pattern, lambda old: old | {
+            core_acl.AccessControlEntry(ANON, "*", op, core_acl.Permission.ALLOW)
+            for op in (core_acl.Operation.ALTER, core_acl.Operation.DESCRIBE)})
+    finally:
+        client.stop()
+        client.close()
+    ports = free_ports(9)
+    overrides = dict(TEST_BROKER_OVERRIDES, **{
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+        "offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3, "group.initial.rebalance.delay.ms": 0})
+    c = LocalCluster(tmp_path_factory.mktemp("acl-cluster"), brokers=3, overrides=overrides, zk_connect=connect,
+                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
+    try:
+        c.up()
+        yield c
+    finally:
+        c.down()
+
+
+def bootstrap(c: LocalCluster, broker: int | None = None) -> str:
+    brokers = c.status()["brokers"]
+    return ",".join(f"{b['host']}:{b['port']}" for b in brokers if broker is None or b["id"] == broker)
+
+
+def admin(c: LocalCluster, broker: int | None = None) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap(c, broker)})
+
+
+def grant(c: LocalCluster, rtype, name, ops, *, pattern=ResourcePatternType.LITERAL, permission=AclPermissionType.ALLOW) -> None:
+    bindings = [AclBinding(rtype, name, pattern, ANON, "*", op, permission) for op in ops]
+    a = admin(c)
+    for f in a.create_acls(bindings, request_timeout=20).values():
+        assert f.result(timeout=30) is None
+
+
+def revoke(c: LocalCluster, rtype, name, op, *, pattern=ResourcePatternType.LITERAL) -> list:
+    flt = AclBindingFilter(rtype, name, pattern, ANON, None, op, AclPermissionType.ANY)
+    a = admin(c)
+    return [b for f in a.delete_acls([flt], request_timeout=20).values() for b in f.result(timeout=30)]
+
+
+def eventually(check, what: str, timeout_s: float = PROPAGATION_S):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(0.1)
+
+
+def visible_on(c: LocalCluster, broker: int, topic: str) -> bool:
+    return topic in admin(c, broker).list_topics(timeout=10).topics
+
+
+def produce(c: LocalCluster, topic: str, n: int) -> list:
+    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "message.timeout.ms": 10000})
+    errors = []
+    for i in range(n):
+        producer.produce(topic, value=f"m{i}".encode(), on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(30) == 0
+    return errors
+
+
+def test_create_topic_needs_create_and_a_prefixed_acl_grants_it(secured):
+    a = admin(secured)
+    futures = a.create_topics([NewTopic("app-denied", num_partitions=1, replication_factor=3)])
+    with pytest.raises(KafkaException) as refused:
+        futures["app-denied"].result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    grant(secured, ResourceType.TOPIC, "app-", [AclOperation.CREATE, AclOperation.DESCRIBE], pattern=ResourcePatternType.PREFIXED)
+
+    def created() -> bool:
+        a = admin(secured)
+        f = a.create_topics([NewTopic("app-orders", num_partitions=2, replication_factor=3)])["app-orders"]
+        try:
+            f.result(timeout=30)
+            return True
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return True
+            assert e.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, e
+            return False
+
+    eventually(created, "Create on the prefix app- reaches the broker that handles CreateTopics")
+    # the prefix covers app-*, not other names
+    with pytest.raises(KafkaException) as other:
+        a.create_topics([NewTopic("web-orders", num_partitions=1, replication_factor=3)])["web-orders"].result(timeout=30)
+    assert other.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_read_allowed_write_denied_then_granted_and_revoked_without_restart(secured):
+    topic = "app-orders"
+    eventually(lambda: all(visible_on(secured, b, topic) for b in (1, 2, 3)), "app-orders is visible everywhere")
+    # only Create and Describe so far: produce is refused per partition
+    errors = produce(secured, topic, 3)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+
+    grant(secured, ResourceType.TOPIC, topic, [AclOperation.WRITE])
+    eventually(lambda: produce(secured, topic, 1) == [None], "Write on app-orders applies")
+    assert produce(secured, topic, 9) == [None] * 9
+
+    # consume: Read on the topic and on the group are both needed
+    grant(secured, ResourceType.TOPIC, topic, [AclOperation.READ])
+    group = f"app-consumers-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": bootstrap(secured), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        refusal = None
+        deadline = time.monotonic() + 20
+        while refusal is None and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is not None:
+                refusal = msg.error()
+        assert refusal is not None and refusal.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, refusal
+    finally:
+        consumer.close()
+
+    grant(secured, ResourceType.GROUP, group, [AclOperation.READ])
+    consumer = Consumer({"bootstrap.servers": bootstrap(secured), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    got = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted([b"m0"] + [f"m{i}".encode() for i in range(9)])
+
+    # revoking Write applies on every broker without a restart
+    removed = revoke(secured, ResourceType.TOPIC, topic, AclOperation.WRITE)
+    assert [(b.name, b.operation) for b in removed] == [(topic, AclOperation.WRITE)]
+    eventually(lambda: [e and e.code() for e in produce(secured, topic, 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED],
+               "the revoked Write applies")
+
+
+def test_metadata_hides_topics_without_describe_on_every_broker(secured):
+    topic = "zz-hidden"
+    grant(secured, ResourceType.TOPIC, topic, [AclOperation.CREATE])  # Create implies nothing else
+    eventually(lambda: _create(secured, topic), "Create on zz-hidden applies")
+    for b in (1, 2, 3):
+        assert topic not in admin(secured, b).list_topics(timeout=10).topics
+    grant(secured, ResourceType.TOPIC, topic, [AclOperation.DESCRIBE])
+    for b in (1, 2, 3):
+        eventually(lambda b=b: visible_on(secured, b, topic), f"Describe on {topic} reaches broker {b}")
+    # Deny beats Allow: a Deny of Describe for every principal hides it again everywhere
+    grant(secured, ResourceType.TOPIC, topic, [AclOperation.DESCRIBE], permission=AclPermissionType.DENY)
+    for b in (1, 2, 3):
+        eventually(lambda b=b: not visible_on(secured, b, topic), f"the Deny reaches broker {b}")
+
+
+def _create(c: LocalCluster, topic: str) -> bool:
+    try:
+        a = admin(c)
+        a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(timeout=30)
+        return True
+    except KafkaException as e:
+        return e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_describe_acls_filters_match_and_prefixed(secured):
+    a = admin(secured)
+    match = AclBindingFilter(ResourceType.TOPIC, "app-orders", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    found = a.describe_acls(match, request_timeout=20).result(timeout=30)
+    patterns = {(b.name, b.resource_pattern_type) for b in found}
+    assert patterns == {("app-orders", ResourcePatternType.LITERAL), ("app-", ResourcePatternType.PREFIXED)}
+    prefixed = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.PREFIXED, None, None, AclOperation.ANY, AclPermissionType.ANY)
+    assert {(b.name, b.operation) for b in a.describe_acls(prefixed, request_timeout=20).result(timeout=30)} == {
+        ("app-", AclOperation.CREATE), ("app-", AclOperation.DESCRIBE)}
+    # an ACL that cannot be stored is refused with a reason
+    bad = AclBinding(ResourceType.BROKER, "not-the-cluster", ResourcePatternType.LITERAL, ANON, "*", AclOperation.ALTER,
+                     AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException) as refused:
+        list(a.create_acls([bad], request_timeout=20).values())[0].result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+
+
+def test_without_cluster_alter_acl_apis_are_refused(secured):
+    """The last test: it removes the bootstrap ACL's Alter on the cluster."""
+    removed = revoke(secured, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    assert len(removed) == 1
+
+    def refused() -> bool:
+        try:
+            grant(secured, ResourceType.TOPIC, "x", [AclOperation.READ])
+            return False
+        except KafkaException as e:
+            assert e.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, e
+            return True
+
+    eventually(refused, "CreateAcls refused without Alter on the cluster")
