@@ -9,6 +9,7 @@ an admin would with Kafka's kafka-acls --authorizer-properties zookeeper.connect
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -27,6 +28,7 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 
 from kafkalite.core import acl as core_acl
+from kafkalite.testing.cli_runner import failed_with, ok
 from kafkalite.testing.cluster import LocalCluster
 from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
 from kafkalite.testing.ports import free_ports
@@ -230,6 +232,27 @@ def test_describe_acls_filters_match_and_prefixed(secured):
     with pytest.raises(KafkaException) as refused:
         list(a.create_acls([bad], request_timeout=20).values())[0].result(timeout=30)
     assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+
+
+def test_acls_cli_add_list_remove(secured):
+    boot = bootstrap(secured)
+    out = ok("acls", "add", "--allow", "--principal", "User:alice", "--operation", "Read", "--operation", "describe",
+             "--group", "cli-", "--prefixed", boot=boot)
+    assert out.count("added: Allow User:alice") == 2
+    ok("acls", "add", "--deny", "--principal", "User:alice", "--host", "10.0.0.9", "--operation", "Write", "--topic", "cli-t", boot=boot)
+    listed = json.loads(ok("acls", "list", "--principal", "User:alice", "--json", boot=boot))["acls"]
+    assert {(a["resource_type"], a["pattern_type"], a["name"], a["operation"], a["permission"], a["host"]) for a in listed} == {
+        ("Group", "PREFIXED", "cli-", "Read", "Allow", "*"), ("Group", "PREFIXED", "cli-", "Describe", "Allow", "*"),
+        ("Topic", "LITERAL", "cli-t", "Write", "Deny", "10.0.0.9")}
+    table = ok("acls", "list", "--group", "cli-x", "--match", boot=boot)
+    assert "2 ACLs" in table and "cli-" in table and "User:alice" in table
+    failed_with("--all-resources", "acls", "remove", "--principal", "User:alice", boot=boot, code=2)
+    removed = ok("acls", "remove", "--group", "cli-", "--prefixed", "--operation", "Read", boot=boot)
+    assert "removed 1 ACL" in removed
+    left = json.loads(ok("acls", "list", "--principal", "User:alice", "--json", boot=boot))["acls"]
+    assert sorted(a["operation"] for a in left) == ["Describe", "Write"]
+    failed_with("INVALID_REQUEST", "acls", "add", "--allow", "--principal", "User:alice", "--operation", "Read",
+                "--topic", "a/b", boot=boot)
 
 
 def test_without_cluster_alter_acl_apis_are_refused(secured):
