@@ -187,6 +187,11 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
             _non_negative, ">= 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
+    Setting("inter.broker.secret", "str", "",
+            "shared secret of the cluster's brokers: every inter-broker RPC connection starts with an HMAC-SHA256 "
+            "challenge-response on it (empty, with no secret file: RPC unauthenticated); at least 16 bytes",
+            lambda v: v == "" or len(v.encode()) >= 16, "empty or at least 16 bytes"),
+    Setting("inter.broker.secret.file", "str", "", "a file holding the inter-broker secret (instead of inter.broker.secret)"),
     Setting("authorizer.class.name", "str", "",
             "ACL authorization of client requests: empty = none (anyone may do anything), or "
             "kafka.security.authorizer.AclAuthorizer (also kafka.security.auth.SimpleAclAuthorizer, kafkalite.AclAuthorizer)",

@@ -64,6 +64,7 @@ from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.auth import load_secret
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
@@ -126,15 +127,21 @@ class Broker:
         # the controller can tell the process it knew from one restarted on its address.
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
+        # Issue 15: inter-broker RPC connections authenticate with the cluster secret, if any.
+        try:
+            self.rpc_secret = load_secret(self.settings["inter.broker.secret"], self.settings["inter.broker.secret.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.controller.rpc_secret = self.rpc_secret
         self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
         self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
         if self.settings["controller.process.watch.enable"]:
             self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
-                                                    self._remove_gone_controller)
-            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
+                                                    self._remove_gone_controller, secret=self.rpc_secret)
+            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back, secret=self.rpc_secret)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         # Issue 15: ACL authorization of client requests, when authorizer.class.name is set.
         self.authorizer: AclAuthorizer | None = AclAuthorizer(self.settings) if self.settings["authorizer.class.name"] else None
@@ -194,7 +201,7 @@ class Broker:
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
-        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
+        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle, secret=self.rpc_secret)
         await self.rpc_server.start(ib_host, ib_port)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
         for spec in self.cfg.client_listeners():
@@ -566,7 +573,7 @@ class Broker:
                 addr = (info.host, info.inter_broker_port)
             if addr is None:
                 return None
-            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id)
+            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id, secret=self.rpc_secret)
         return client
 
     # -- AlterIsr (KIP-497): the core's proposals, batched, one in flight per partition ---

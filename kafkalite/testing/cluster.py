@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,6 +33,7 @@ from kafkalite.testing.netns import NetnsError, NetnsLayout
 from kafkalite.testing.zookeeper import ZooKeeperServer
 
 STATE_FILE = "cluster.json"
+INTER_BROKER_SECRET_FILE = "inter-broker.secret"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # Client, inter-broker and admin ports come in blocks of 100 from the base port.
@@ -183,6 +185,7 @@ class LocalCluster:
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
+        self._make_inter_broker_secret()
         if self.net is not None:
             self.state["netns"] = self.net.to_dict()
         for i in range(1, self.count + 1):
@@ -225,6 +228,27 @@ class LocalCluster:
     def _scheme_ports(self, i: int) -> tuple[int, int, int]:
         return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
 
+    def _make_inter_broker_secret(self) -> None:
+        """Issue 15: a new random secret per cluster, in a file only its owner reads, so the
+        brokers' RPC connections are authenticated (kafkalite.rpc.auth), unless the
+        overrides configure one (or turn it off with an empty inter.broker.secret)."""
+        if "inter.broker.secret" in self.overrides or "inter.broker.secret.file" in self.overrides:
+            return
+        path = self.dir / INTER_BROKER_SECRET_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        self.state["inter_broker_secret_file"] = str(path)
+
+    def inter_broker_secret(self) -> bytes | None:
+        """The secret the brokers' RPC uses (tests that speak the RPC need it)."""
+        from kafkalite.rpc.auth import load_secret
+
+        self._reload()
+        overrides = self.state.get("overrides", self.overrides)
+        return load_secret(str(overrides.get("inter.broker.secret", "")),
+                           str(overrides.get("inter.broker.secret.file", self.state.get("inter_broker_secret_file", ""))))
+
     def _write_broker_config(self, i: int, ports: tuple[int, int, int] | None = None, rack: str | None = None) -> dict[str, Any]:
         bdir = self.dir / f"broker-{i}"
         (bdir / "data").mkdir(parents=True, exist_ok=True)
@@ -253,6 +277,8 @@ class LocalCluster:
             "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": ",".join(log_dirs),
             "broker.rack": rack,
         }
+        if self.state.get("inter_broker_secret_file"):
+            props["inter.broker.secret.file"] = self.state["inter_broker_secret_file"]
         props.update(self.overrides)
         cfg = bdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
