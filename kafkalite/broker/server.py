@@ -70,6 +70,7 @@ from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
 from kafkalite.zk.codec import BrokerRegistration
 from kafkalite.zk.errors import BrokerIdInUseError, ZkError
+from kafkalite.zk.security import make_client, secure_root, security_from
 
 log = logging.getLogger(__name__)
 
@@ -366,13 +367,24 @@ class Broker:
 
     async def _connect_zookeeper(self) -> None:
         timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000
-        self.kazoo = KazooClient(hosts=self.settings["zookeeper.connect"], timeout=timeout_s)
+        s = self.settings
+        try:
+            security = security_from(s["zookeeper.set.acl"], s["zookeeper.digest.user"], s["zookeeper.digest.password"],
+                                     s["zookeeper.digest.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
+        self.kazoo = make_client(s["zookeeper.connect"], timeout_s, security)
         try:
             await self.loop.run_in_executor(None, lambda: self.kazoo.start(timeout=15))
         except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout type
             raise SystemExit(f"cannot connect to ZooKeeper at {self.settings['zookeeper.connect']}: {e}") from None
         self.kazoo.add_listener(self._on_zk_state)
         self.zk = ZkAdapter(self.kazoo)
+        if security.set_acl and self.kazoo.chroot:
+            # the chroot itself must not stay world-writable (secure_root); "/" of a shared
+            # ZooKeeper is not ours to change
+            if await self.loop.run_in_executor(None, secure_root, self.kazoo, security):
+                log.info("set the cluster's ACL on the ZooKeeper chroot %s", self.kazoo.chroot)
         await self.loop.run_in_executor(None, self.zk.ensure_base_paths)
         self.cluster_id = await self.loop.run_in_executor(None, self._cluster_id)
 

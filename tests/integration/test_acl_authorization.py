@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from kafkalite.core import acl as core_acl
 from kafkalite.rpc.transport import RpcClient, RpcError
@@ -36,6 +37,7 @@ from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
 from kafkalite.testing.ports import free_ports
 from kafkalite.zk import ZkAdapter
 from kafkalite.zk.acl_store import AclStore
+from kafkalite.zk.security import make_client
 
 ANON = "User:ANONYMOUS"
 PROPAGATION_S = 10.0
@@ -43,12 +45,30 @@ PROPAGATION_S = 10.0
 
 @pytest.fixture(scope="module")
 def secured(zk_server, tmp_path_factory):
+    """Three brokers with the ACL authorizer, the inter-broker secret the launcher makes,
+    and ZooKeeper ACLs (digest identity of the cluster, zookeeper.set.acl)."""
     connect = fresh_chroot(zk_server, "acl")
-    client = KazooClient(hosts=connect, timeout=5)
+    ports = free_ports(9)
+    overrides = dict(TEST_BROKER_OVERRIDES, **{
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+        "offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3, "group.initial.rebalance.delay.ms": 0})
+    c = LocalCluster(tmp_path_factory.mktemp("acl-cluster"), brokers=3, overrides=overrides, zk_connect=connect,
+                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)], zk_acl=True)
+    try:
+        c.up()
+        _bootstrap_acl(c)
+        yield c
+    finally:
+        c.down()
+
+
+def _bootstrap_acl(c: LocalCluster) -> None:
+    """Alter and Describe on the cluster for ANONYMOUS, written to ZooKeeper with the
+    cluster's credentials (as Kafka's kafka-acls --authorizer-properties zookeeper.connect)."""
+    client = make_client(c.status()["zookeeper"]["connect"], 5, c.zk_security())
     client.start(timeout=10)
     try:
         store = AclStore(ZkAdapter(client))
-        store.ensure_paths()
         cluster_pattern = core_acl.ResourcePattern(core_acl.ResourceType.CLUSTER, core_acl.CLUSTER_NAME, core_acl.PatternType.LITERAL)
         store.update(cluster_pattern, lambda old: old | {
             core_acl.AccessControlEntry(ANON, "*", op, core_acl.Permission.ALLOW)
@@ -56,17 +76,19 @@ def secured(zk_server, tmp_path_factory):
     finally:
         client.stop()
         client.close()
-    ports = free_ports(9)
-    overrides = dict(TEST_BROKER_OVERRIDES, **{
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
-        "offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3, "group.initial.rebalance.delay.ms": 0})
-    c = LocalCluster(tmp_path_factory.mktemp("acl-cluster"), brokers=3, overrides=overrides, zk_connect=connect,
-                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
-    try:
-        c.up()
-        yield c
-    finally:
-        c.down()
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
+
+    def described_everywhere() -> bool:
+        for b in (1, 2, 3):
+            a = admin(c, b)
+            try:
+                if len(a.describe_acls(everything, request_timeout=10).result(timeout=15)) != 2:
+                    return False
+            except KafkaException:
+                return False
+        return True
+
+    eventually(described_everywhere, "the bootstrap ACL reaches every broker")
 
 
 def bootstrap(c: LocalCluster, broker: int | None = None) -> str:
@@ -107,7 +129,7 @@ def visible_on(c: LocalCluster, broker: int, topic: str) -> bool:
 
 
 def produce(c: LocalCluster, topic: str, n: int) -> list:
-    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "message.timeout.ms": 10000})
+    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "message.timeout.ms": 10000, "log_level": 0})
     errors = []
     for i in range(n):
         producer.produce(topic, value=f"m{i}".encode(), on_delivery=lambda err, msg: errors.append(err))
@@ -263,7 +285,10 @@ def test_forged_inter_broker_frames_are_refused_and_the_broker_keeps_serving(sec
     b = secured.status()["brokers"][1]
     secret = secured.inter_broker_secret()
     assert secret is not None and len(secret) >= 16
-    broker_log = open(b["log"]).read
+
+    def broker_log() -> str:
+        with open(b["log"]) as f:
+            return f.read()
 
     async def call(with_secret: bytes | None) -> dict:
         client = RpcClient(b["host"], b["inter_broker_port"], sender=999, secret=with_secret)
@@ -288,6 +313,44 @@ def test_forged_inter_broker_frames_are_refused_and_the_broker_keeps_serving(sec
     assert all(p.leader in (1, 2, 3) for p in md.partitions.values())
     assert produce(secured, "zz-rpc-check", 0) == []
     assert b["id"] in {x.id for x in admin(secured, b["id"]).list_topics(timeout=10).brokers.values()}
+
+
+def test_an_unauthenticated_zookeeper_client_reads_but_cannot_write_the_cluster(secured):
+    connect = secured.status()["zookeeper"]["connect"]
+    anon = KazooClient(hosts=connect, timeout=5)
+    anon.start(timeout=10)
+    try:
+        assert sorted(json.loads(anon.get("/brokers/topics/app-orders")[0])["partitions"]) == ["0", "1"]  # readable
+        assert anon.get_children("/brokers/ids") == ["1", "2", "3"]
+        state = "/brokers/topics/app-orders/partitions/0/state"
+        data, stat = anon.get(state)
+        for attempt in (
+            lambda: anon.set(state, b'{"leader": 99}', version=stat.version),
+            lambda: anon.delete(state),
+            lambda: anon.create("/admin/delete_topics/app-orders", b"{}", makepath=True),
+            lambda: anon.create("/kafka-acl/Topic/app-evil", b'{"version":1,"acls":[]}'),
+            lambda: anon.set("/kafka-acl/Cluster/kafka-cluster", b'{"version":1,"acls":[]}'),
+            lambda: anon.create("/brokers/ids/7", b"{}", ephemeral=True),
+            lambda: anon.delete("/controller"),
+        ):
+            with pytest.raises(NoAuthError):
+                attempt()
+        assert anon.get(state)[0] == data
+    finally:
+        anon.stop()
+        anon.close()
+    # the cluster's own identity (what brokers and admin tools use) may write
+    owner = make_client(connect, 5, secured.zk_security())
+    owner.start(timeout=10)
+    try:
+        owner.create("/cluster/probe", b"x")
+        owner.delete("/cluster/probe")
+    finally:
+        owner.stop()
+        owner.close()
+    # and the brokers still work: a produce that needs every replica (acks=all, RF 3)
+    grant(secured, ResourceType.TOPIC, "app-orders", [AclOperation.WRITE])
+    eventually(lambda: produce(secured, "app-orders", 1) == [None], "produce to app-orders")
 
 
 def test_without_cluster_alter_acl_apis_are_refused(secured):
