@@ -202,14 +202,23 @@ def parse_super_users(text: str) -> frozenset[str]:
     return frozenset(p.strip() for p in text.split(";") if p.strip())
 
 
+DECISIONS_MAX = 100_000  # remembered decisions; all forgotten when full or when an ACL changes
+
+
 class AclCache:
     """Every stored ACL by resource pattern; what the authorizer decides from. The broker
     shell replaces a pattern's entries when ZooKeeper says that pattern changed."""
 
-    def __init__(self) -> None:
+    def __init__(self, decisions_max: int = DECISIONS_MAX) -> None:
+        assert decisions_max > 0
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        # authorize()'s answers since the last change: a produce of one partition asks the
+        # same question every time, and a decision walks every prefix of the name.
+        self.decisions: dict[tuple, bool] = {}
+        self.decisions_max = decisions_max
 
     def set(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
+        self.decisions = {}
         entries = frozenset(entries)
         if entries:
             self._acls[pattern] = entries
@@ -218,6 +227,7 @@ class AclCache:
 
     def replace_all(self, acls: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
         self._acls = {}
+        self.decisions = {}
         for pattern, entries in acls.items():
             self.set(pattern, entries)
 
@@ -264,6 +274,18 @@ def authorize(cache: AclCache, config: AuthorizerConfig, principal: str, host: s
     """Kafka's AclAuthorizer.authorize for one action (see the module docstring)."""
     assert operation not in (Operation.ANY, Operation.ALL, Operation.UNKNOWN)
     assert resource_type in RESOURCE_TYPE_NAMES
+    key = (config, principal, host, operation, resource_type, name)
+    known = cache.decisions.get(key)
+    if known is None:
+        known = _decide(cache, config, principal, host, operation, resource_type, name)
+        if len(cache.decisions) >= cache.decisions_max:
+            cache.decisions = {}
+        cache.decisions[key] = known
+    return known
+
+
+def _decide(cache: AclCache, config: AuthorizerConfig, principal: str, host: str, operation: Operation,
+            resource_type: ResourceType, name: str) -> bool:
     if principal in config.super_users:
         return True
     acls = cache.matching(resource_type, name)

@@ -206,3 +206,16 @@ def test_an_allow_of_all_on_a_prefix_allows_every_undenied_operation(acls, princ
     acls = [(p, e) for p, e in acls if e.permission == ALLOW]
     allow = (ResourcePattern(rt, name[:1], PRE), AccessControlEntry(principal, host, O.ALL, ALLOW))
     assert authorize(cache_of(*acls, allow), STRICT, principal, host, op, rt, name)
+
+
+def test_remembered_decisions_are_forgotten_when_an_acl_changes_or_the_memo_is_full():
+    cache = AclCache(decisions_max=2)
+    pattern = ResourcePattern(T, "t", LIT)
+    assert not authorize(cache, STRICT, "User:a", "h", O.READ, T, "t")
+    cache.set(pattern, {AccessControlEntry("User:a", "*", O.READ, ALLOW)})
+    assert authorize(cache, STRICT, "User:a", "h", O.READ, T, "t")
+    cache.set(pattern, {AccessControlEntry("User:a", "*", O.READ, DENY)})
+    assert not authorize(cache, STRICT, "User:a", "h", O.READ, T, "t")
+    for name in ("u", "v", "w"):
+        authorize(cache, STRICT, "User:a", "h", O.READ, T, name)
+    assert len(cache.decisions) <= 2
