@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PURGE_INTERVAL_S = 60.0
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 O = Operation  # noqa: E741 - short for the table
 
@@ -111,6 +112,7 @@ class AclAuthorizer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         self.reloads = 0
+        self._purged_at = 0.0  # time.monotonic() of the last purge of old notifications
 
     # -- start-up and change notifications ------------------------------------------------
     def start(self, zk: ZkAdapter, loop: asyncio.AbstractEventLoop) -> None:
@@ -126,6 +128,13 @@ class AclAuthorizer:
                  sorted(self.config.super_users) or "none")
         for parent in (LITERAL_CHANGES, EXTENDED_CHANGES):
             zk.watch_children(parent, lambda children, parent=parent: self._on_changes(parent, children))
+        self._purge()
+
+    def _purge(self) -> None:
+        """Blocking. Kafka's listener removes notifications older than 15 minutes as it
+        handles new ones; so do we, at most once a minute per broker."""
+        assert self.store is not None
+        self._purged_at = time.monotonic()
         try:
             self.store.purge_changes(int(time.time() * 1000))
         except Exception as e:  # noqa: BLE001 - housekeeping: another broker may purge the same ones
@@ -156,6 +165,8 @@ class AclAuthorizer:
         for pattern in patterns:
             self.cache.set(pattern, await loop.run_in_executor(None, store.read, pattern))
         self.reloads += 1
+        if time.monotonic() - self._purged_at > PURGE_INTERVAL_S:
+            await loop.run_in_executor(None, self._purge)
 
     # -- decisions ------------------------------------------------------------------------
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
