@@ -28,10 +28,12 @@ import os
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
 DIGEST_FILE_ENV = "KAFKALITE_ZK_DIGEST_FILE"  # admin tools: the cluster's credentials file
 SENSITIVE_ROOTS = ("/config/users", "/config/brokers")
+SECURE_ROOT_ATTEMPTS_MAX = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +100,16 @@ def secure_root(client: KazooClient, security: ZkSecurity) -> bool:
     acl = security.acl_for("/")
     if acl is None:
         return False
-    current, stat = client.get_acls("/")
-    if all(a.id.scheme != "world" or a.perms == READ_ACL_UNSAFE[0].perms for a in current):
-        return False
-    client.set_acls("/", acl, version=stat.aversion)
-    return True
+    for _ in range(SECURE_ROOT_ATTEMPTS_MAX):
+        current, stat = client.get_acls("/")
+        if all(a.id.scheme != "world" or a.perms == READ_ACL_UNSAFE[0].perms for a in current):
+            return False
+        try:
+            client.set_acls("/", acl, version=stat.aversion)
+            return True
+        except BadVersionError:
+            continue  # another broker of the cluster, starting at the same time, changed it: look again
+    raise RuntimeError(f"the ACL of the ZooKeeper root kept changing ({SECURE_ROOT_ATTEMPTS_MAX} attempts)")
 
 
 def make_client(hosts: str, timeout_s: float, security: ZkSecurity, **kwargs) -> KazooClient:

@@ -170,7 +170,7 @@ def test_read_allowed_write_denied_then_granted_and_revoked_without_restart(secu
     eventually(lambda: all(visible_on(secured, b, topic) for b in (1, 2, 3)), "app-orders is visible everywhere")
     # only Create and Describe so far: produce is refused per partition
     errors = produce(secured, topic, 3)
-    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3, errors
 
     grant(secured, ResourceType.TOPIC, topic, [AclOperation.WRITE])
     eventually(lambda: produce(secured, topic, 1) == [None], "Write on app-orders applies")
@@ -214,6 +214,44 @@ def test_read_allowed_write_denied_then_granted_and_revoked_without_restart(secu
     assert [(b.name, b.operation) for b in removed] == [(topic, AclOperation.WRITE)]
     eventually(lambda: [e and e.code() for e in produce(secured, topic, 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED],
                "the revoked Write applies")
+
+
+def test_kafka_python_idempotent_producer_needs_write_somewhere_then_consumes(secured):
+    """kafka-python 3 is idempotent by default: its InitProducerId needs IdempotentWrite on
+    the cluster or, since KIP-679, Write on some topic; Write on app-orders was revoked."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    boot = bootstrap(secured)
+    producer = KafkaProducer(bootstrap_servers=boot, acks="all", max_block_ms=10000, request_timeout_ms=10000)
+    try:
+        with pytest.raises(KafkaPythonError, match="Error 31.*ClusterAuthorizationFailed"):
+            producer.send("app-orders", b"refused").get(timeout=20)
+    finally:
+        producer.close(timeout=5)
+    grant(secured, ResourceType.TOPIC, "app-orders", [AclOperation.WRITE])
+
+    def sent() -> bool:
+        p = KafkaProducer(bootstrap_servers=boot, acks="all", max_block_ms=10000, request_timeout_ms=10000)
+        try:
+            p.send("app-orders", b"kp", partition=0).get(timeout=20)
+            return True
+        except KafkaPythonError:
+            return False
+        finally:
+            p.close(timeout=5)
+
+    eventually(sent, "kafka-python produces once Write is granted", timeout_s=30)
+    consumer = KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=10000)
+    try:
+        tp = TopicPartition("app-orders", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        seen = next((m.offset for m in consumer if m.value == b"kp"), None)  # (stops after 10 s without records)
+    finally:
+        consumer.close()
+    assert seen is not None
+    revoke(secured, ResourceType.TOPIC, "app-orders", AclOperation.WRITE)
 
 
 def test_metadata_hides_topics_without_describe_on_every_broker(secured):
