@@ -97,7 +97,7 @@ def bootstrap(c: LocalCluster, broker: int | None = None) -> str:
 
 
 def admin(c: LocalCluster, broker: int | None = None) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap(c, broker)})
+    return AdminClient({"bootstrap.servers": bootstrap(c, broker), "log_level": 0})
 
 
 def grant(c: LocalCluster, rtype, name, ops, *, pattern=ResourcePatternType.LITERAL, permission=AclPermissionType.ALLOW) -> None:
