@@ -142,10 +142,12 @@ class ZkAdapter:
         except ZnodeNotFoundError:
             return None
 
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False) -> ZnodeStat:
-        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists."""
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False, acl: list | None = None) -> ZnodeStat:
+        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists.
+        `acl`: the znode's ACL when it must differ from the client's default (a sensitive
+        path: kafkalite.zk.security.ZkSecurity.acl_for)."""
         with calls(path):
-            _, stat = self.client.create(path, data, ephemeral=ephemeral, makepath=makepath, include_data=True)
+            _, stat = self.client.create(path, data, acl=acl, ephemeral=ephemeral, makepath=makepath, include_data=True)
         return stat
 
     def conditional_set(
