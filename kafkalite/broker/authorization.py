@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.client_listener import ANONYMOUS, current_connection
 from kafkalite.broker.errors import fail
 from kafkalite.core.acl import (
@@ -42,6 +43,7 @@ from kafkalite.protocol.codec import RequestHeader, error_response_body
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ERROR_ECHO, SELF, ApiKey
 from kafkalite.zk.acl_store import EXTENDED_CHANGES, LITERAL_CHANGES, AclStore, decode_change
+from kafkalite.zk.errors import ZkError
 
 if TYPE_CHECKING:
     from kafkalite.zk import ZkAdapter
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PURGE_INTERVAL_S = 60.0
+RELOAD_RETRY_S = 1.0
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 O = Operation  # noqa: E741 - short for the table
 
@@ -113,6 +116,7 @@ class AclAuthorizer:
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         self.reloads = 0
         self._purged_at = 0.0  # time.monotonic() of the last purge of old notifications
+        self._tasks: set[asyncio.Task] = set()  # reloads in progress (owned: see close())
 
     # -- start-up and change notifications ------------------------------------------------
     def start(self, zk: ZkAdapter, loop: asyncio.AbstractEventLoop) -> None:
@@ -145,7 +149,29 @@ class AclAuthorizer:
         new = sorted(set(children) - self._seen[parent])
         self._seen[parent] = set(children)
         if new and self._loop is not None:
-            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._reload(parent, new)))
+            self._loop.call_soon_threadsafe(lambda: spawn(self._reload_until_done(parent, new), name="acl-reload", owner=self._tasks))
+
+    async def close(self) -> None:
+        await cancel_and_wait(list(self._tasks))
+
+    async def _reload_until_done(self, parent: str, names: list[str]) -> None:
+        """A notification must not be lost to a ZooKeeper hiccup: the cache would stay
+        stale until the next change. On failure, reload everything, until it works."""
+        try:
+            await self._reload(parent, names)
+            return
+        except ZkError as e:
+            log.warning("reading changed ACLs failed (%s); reloading every ACL", e)
+        store = self.store
+        assert store is not None
+        while True:
+            await asyncio.sleep(RELOAD_RETRY_S)
+            try:
+                self.cache.replace_all(await asyncio.get_running_loop().run_in_executor(None, store.read_all))
+                self.reloads += 1
+                return
+            except ZkError as e:
+                log.warning("reloading every ACL failed (%s); retrying", e)
 
     async def _reload(self, parent: str, names: list[str]) -> None:
         store = self.store

@@ -786,6 +786,8 @@ class Broker:
         log.info("stopping: fetchers and periodic tasks (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.fetchers.close()
         await cancel_and_wait(self._tasks + list(self._owned))
+        if self.authorizer is not None:
+            await self.authorizer.close()
         if self.log_cleaner is not None:
             await self.log_cleaner.close()  # no worker outlives the logs it reads
         if self._flush_job is not None:  # a thread may still be syncing; let it finish first
