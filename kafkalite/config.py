@@ -101,6 +101,8 @@ class ClientListenerConfig:
     advertised_port: int
 
 
+THROTTLE_UNLIMITED = (1 << 63) - 1  # Kafka's default replication throttle: Long.MAX_VALUE, none
+
 # `authorizer.class.name` values that turn on kafkalite's ACL authorizer: Kafka's two
 # class names (so a Kafka server.properties works unchanged) and our own.
 AUTHORIZER_CLASS_NAMES = frozenset({"", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
@@ -191,6 +193,10 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.max.size", "int", 2147483647, "most members in one consumer group", _positive, "> 0"),
     Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
             _non_negative, ">= 0"),
+    Setting("leader.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+            "bytes/s a leader serves to replicas being added (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
+    Setting("follower.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+            "bytes/s a follower being added fetches (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
     Setting("inter.broker.secret", "str", "",
             "shared secret of the cluster's brokers: every inter-broker RPC connection starts with an HMAC-SHA256 "
@@ -270,6 +276,14 @@ def _coerce(name: str, kind: str, raw: Any) -> Any:
         raise ConfigError(f"config key {name!r}: bad value {raw!r}, expected {allowed}") from None
 
 
+def coerce_setting(setting: Setting, raw: Any) -> Any:
+    """A broker setting's typed value; ConfigError names the key when it is bad."""
+    value = _coerce(setting.name, setting.kind, raw)
+    if setting.check is not None and not setting.check(value):
+        raise ConfigError(f"config key {setting.name!r}: bad value {raw!r}, allowed: {setting.allowed}")
+    return value
+
+
 def validate_topic_config(config: Mapping[str, Any]) -> dict[str, str]:
     """Check a topic's config overrides; returns them normalised to strings."""
     out: dict[str, str] = {}
@@ -298,10 +312,8 @@ class BrokerConfig:
                 close = [k for k in SETTINGS if k.split(".")[-1] == key.split(".")[-1]]
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown config key {key!r}{hint}")
-            value = _coerce(key, setting.kind, raw)
-            if setting.check is not None and not setting.check(value):
-                raise ConfigError(f"config key {key!r}: bad value {raw!r}, allowed: {setting.allowed}")
-            merged[key] = value
+            merged[key] = coerce_setting(setting, raw)
+        self.explicit = frozenset(merged)  # the keys a file, the environment or --override set
         for setting in _SETTINGS:
             if setting.name not in merged:
                 if setting.default is None:

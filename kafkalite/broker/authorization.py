@@ -82,6 +82,10 @@ REQUIRED: dict[ApiKey, tuple[Need, ...]] = {
     ApiKey.DELETE_TOPICS: (Need(O.DELETE, T, "each"),),
     ApiKey.CREATE_PARTITIONS: (Need(O.ALTER, T, "each"),),
     ApiKey.DESCRIBE_CONFIGS: (Need(O.DESCRIBE_CONFIGS, T, "each", "topics; brokers: DescribeConfigs on Cluster"),),
+    ApiKey.ALTER_CONFIGS: (Need(O.ALTER_CONFIGS, T, "each", "topics; brokers and broker defaults: AlterConfigs on Cluster"),),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (Need(O.ALTER_CONFIGS, T, "each", "topics; brokers and broker defaults: AlterConfigs on Cluster"),),
+    ApiKey.DELETE_RECORDS: (Need(O.DELETE, T, "each"),),
+    ApiKey.DESCRIBE_LOG_DIRS: (Need(O.DESCRIBE, C, "cluster", "v0-1 have no error field: refused, the answer lists no log dirs"),),
     ApiKey.ELECT_LEADERS: (Need(O.ALTER, C, "cluster"),),
     ApiKey.INIT_PRODUCER_ID: (Need(O.IDEMPOTENT_WRITE, C, "cluster", "or Write on any topic (KIP-679)"),),
     ApiKey.FIND_COORDINATOR: (Need(O.DESCRIBE, G, "group"),),
@@ -100,6 +104,7 @@ REQUIRED: dict[ApiKey, tuple[Need, ...]] = {
     ApiKey.DELETE_ACLS: (Need(O.ALTER, C, "cluster"),),
 }
 
+_CONFIG_APIS = frozenset({ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
 _DENIED_CODE = {T: ErrorCode.TOPIC_AUTHORIZATION_FAILED, G: ErrorCode.GROUP_AUTHORIZATION_FAILED,
                 C: ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
 
@@ -254,12 +259,12 @@ class RequestAuthorizer:
     def _element_code(self, api: ApiKey, need: Need, item: Any) -> int:
         """0 when the element (a topic, group or config resource) is allowed, else its error."""
         allowed = self.authz.allowed
-        if api == ApiKey.DESCRIBE_CONFIGS:
-            if item["resource_type"] == 4:  # a broker: DescribeConfigs on the cluster
-                return 0 if allowed(O.DESCRIBE_CONFIGS, C, CLUSTER_NAME) else int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        if api in _CONFIG_APIS:
+            if item["resource_type"] == 4:  # a broker (or the broker defaults): the operation on the cluster
+                return 0 if allowed(need.operation, C, CLUSTER_NAME) else int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             if item["resource_type"] != 2:
                 return 0  # the handler answers INVALID_REQUEST
-        name = item["resource_name"] if api == ApiKey.DESCRIBE_CONFIGS else _element_name(api, item)
+        name = item["resource_name"] if api in _CONFIG_APIS else _element_name(api, item)
         if api == ApiKey.CREATE_TOPICS and allowed(O.CREATE, C, CLUSTER_NAME):
             return 0
         if allowed(need.operation, need.resource_type, name):

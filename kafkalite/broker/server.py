@@ -19,12 +19,14 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 
+from kafkalite import gc_pause
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
 from kafkalite.broker.authorization import AclAuthorizer, RequestAuthorizer
@@ -33,6 +35,7 @@ from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
     BrokerChange,
+    ConfigChange,
     Elect,
     LogDirFailuresChange,
     PartitionsAddChange,
@@ -43,6 +46,7 @@ from kafkalite.broker.controller_events import (
     TopicChange,
     TopicDeletion,
 )
+from kafkalite.broker.dynamic_configs import DynamicBrokerConfigs
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.group_coordinator import GroupCoordinatorDriver, coordinator_config
@@ -80,7 +84,7 @@ CLIENT_LISTENER_WARN_S = 10.0
 GROUP_LAG_REFRESH_S = 5.0
 
 
-def log_config_from(cfg: BrokerConfig) -> LogConfig:
+def log_config_from(cfg: BrokerConfig | Mapping[str, Any]) -> LogConfig:
     flush_msgs = cfg["log.flush.interval.messages"]
     flush_ms = cfg["log.flush.interval.ms"]
     policy = parse_cleanup_policy(cfg["log.cleanup.policy"])
@@ -116,6 +120,8 @@ class Broker:
         self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg),
                                open_files_max=self.settings["log.open.files.max"])
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
+        # Issue 16: /config/brokers/<id> and <default>, applied live over the static settings.
+        self.dynamic_configs = DynamicBrokerConfigs(self, cfg.as_dict(), cfg.explicit, log_config_from)
         # KIP-392: the selector the core asks who serves a consumer (ConfigError if a
         # plug-in cannot be set up), and the metadata cache's view it decides from.
         self.replica_selector = make_replica_selector(self.settings["replica.selector.class"], self.settings)
@@ -199,6 +205,7 @@ class Broker:
         if self.authorizer is not None:
             await self.loop.run_in_executor(None, self.authorizer.start, self.zk, self.loop)
         await self._delete_unassigned_partitions()
+        self.dynamic_configs.watch()
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
@@ -224,12 +231,14 @@ class Broker:
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
             self._essential(self._probe_event_loop(), "event-loop-probe"),
+            self._essential(self._periodic(self._settle_heap, 1.0), "heap-settle"),
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         self._watch_gc()
+        gc_pause.note_bulk_work()  # every log loaded: settle the heap once start-up is over
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -470,6 +479,7 @@ class Broker:
         self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, TopicChange()))
         self.zk.watch_children(paths.log_dir_failures_path(), lambda children: call(enqueue, LogDirFailuresChange()))
         self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
+        self.zk.watch_children(paths.config_changes_path(), lambda children: call(enqueue, ConfigChange()) if children else None)
         self.zk.watch_data(paths.preferred_replica_election_path(),
                            lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
         self.zk.watch_data(paths.admin_reassign_partitions_path(), lambda data, stat: call(enqueue, ReassignmentChange()))
@@ -649,6 +659,12 @@ class Broker:
             except (*OPERATING_ERRORS, OSError, ZkError) as e:  # a disk or ZooKeeper hiccup: next round
                 log.warning("periodic task %s failed: %s", getattr(fn, "__name__", fn), e)
 
+    def _settle_heap(self) -> None:
+        took = gc_pause.settle_if_due()
+        if took is not None:
+            (log.info if took >= 0.1 else log.debug)("heap settled after bulk work: collected and froze %d objects in %.0f ms",
+                                                     gc.get_freeze_count(), took * 1000)
+
     def _shrink_isr(self) -> None:
         self.replica_manager.maybe_shrink_isr()
 
@@ -657,9 +673,11 @@ class Broker:
         written in a thread, so a kill -9 recovers from a recent point."""
         hws = self.replica_manager.hw_checkpoint_snapshot()
         points = self.logs.recovery_points()
+        log_starts = self.logs.log_start_offsets()
         try:
             await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
             await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
+            await self.loop.run_in_executor(None, self.logs.write_log_start_offsets, log_starts)
             await self._write_cleaner_checkpoints()
         except LogDirFailure as e:  # the other dirs were written; this one goes offline
             self.on_log_dir_failure(e)
@@ -709,10 +727,7 @@ class Broker:
         return {tp: part.hw for tp, part in self.replica_manager.partitions.items()}
 
     def _retention(self) -> None:
-        now = wall_ms()
-        for plog in self.logs.logs().values():
-            plog.maybe_roll(now)
-            plog.delete_retained_segments(now)
+        self.replica_manager.apply_retention(wall_ms())
 
     async def _flush(self) -> None:
         """fsync what is due in a thread; the job holds private descriptors, so appends,

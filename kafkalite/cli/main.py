@@ -10,9 +10,20 @@ import argparse
 import os
 import sys
 
-from kafkalite.cli import acls_cmd, broker_cmd, client_cmds, cluster_cmd, groups_cmd, pipeline_cmd, reassign_cmd, topics_cmd
+from kafkalite.cli import (
+    acls_cmd,
+    broker_cmd,
+    client_cmds,
+    cluster_cmd,
+    configs_cmd,
+    groups_cmd,
+    pipeline_cmd,
+    reassign_cmd,
+    records_cmd,
+    topics_cmd,
+)
 
-_MODULES = [broker_cmd, topics_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd]
+_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
