@@ -16,8 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.broker import acl_apis
-from kafkalite.broker import records_apis
+from kafkalite.broker import acl_apis, records_apis
 from kafkalite.broker.client_listener import current_listener
 from kafkalite.broker.config_apis import ConfigApis
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
