@@ -388,7 +388,7 @@ class Broker:
         except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout type
             raise SystemExit(f"cannot connect to ZooKeeper at {self.settings['zookeeper.connect']}: {e}") from None
         self.kazoo.add_listener(self._on_zk_state)
-        self.zk = ZkAdapter(self.kazoo)
+        self.zk = ZkAdapter(self.kazoo, security=security)
         if security.set_acl and self.kazoo.chroot:
             # the chroot itself must not stay world-writable (secure_root); "/" of a shared
             # ZooKeeper is not ours to change

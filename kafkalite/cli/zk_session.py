@@ -69,7 +69,7 @@ def zookeeper(connect: str) -> Iterator[ZkAdapter]:
             client.start(timeout=CONNECT_TIMEOUT_S)
         except KazooTimeoutError:
             raise AdminError(f"cannot reach ZooKeeper at {connect} (no connection within {CONNECT_TIMEOUT_S:g} s)") from None
-        yield ZkAdapter(client, request_timeout_s=REQUEST_TIMEOUT_S)
+        yield ZkAdapter(client, request_timeout_s=REQUEST_TIMEOUT_S, security=security)
     finally:
         with contextlib.suppress(Exception):
             client.stop()

@@ -17,10 +17,10 @@ SECURITY = ZkSecurity("kafka", "pw-for-tests", set_acl=True)
 def test_znodes_get_the_clusters_acl_and_sensitive_ones_stay_private(zk_client_factory):
     owner = zk_client_factory(auth_data=[("digest", "kafka:pw-for-tests")], default_acl=SECURITY.acl_for("/"))
     stranger = zk_client_factory()
-    zk = ZkAdapter(owner)
+    zk = ZkAdapter(owner, security=SECURITY)
     zk.ensure_base_paths()
     zk.create("/brokers/topics/t", b"{}")
-    zk.create("/config/users/alice", b"scram", makepath=True, acl=SECURITY.acl_for("/config/users/alice"))
+    zk.create("/config/users/alice", b"scram", makepath=True)  # sensitive: the adapter picks the private ACL
     acl, _ = stranger.get_acls("/brokers/topics/t")
     assert sorted(a.id.scheme for a in acl) == ["digest", "world"]
     assert stranger.get("/brokers/topics/t")[0] == b"{}"
