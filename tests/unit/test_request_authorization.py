@@ -117,3 +117,24 @@ async def test_super_users_skip_every_check():
     rec = Recorder(lambda b: {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": 0} for n in b["topic_names"]]})
     resp = await ra.handle(header(ApiKey.DELETE_TOPICS), {"topic_names": ["a", "b"], "timeout_ms": 1}, rec)
     assert [r["error_code"] for r in resp["responses"]] == [0, 0]
+
+
+async def test_alter_configs_and_delete_records_are_checked_per_resource():
+    ra = make((T, "t1", Operation.ALTER_CONFIGS), (T, "t1", Operation.DELETE))
+    ac = Recorder(lambda b: {"throttle_time_ms": 0, "responses": [
+        {"error_code": 0, "error_message": None, "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+        for r in b["resources"]]})
+    resp = await ra.handle(header(ApiKey.INCREMENTAL_ALTER_CONFIGS), {"validate_only": False, "resources": [
+        {"resource_type": 2, "resource_name": "t1", "configs": []},
+        {"resource_type": 2, "resource_name": "t2", "configs": []},
+        {"resource_type": 4, "resource_name": "", "configs": []}]}, ac)
+    assert {(r["resource_name"], r["error_code"]) for r in resp["responses"]} == {("t1", 0), ("t2", 29), ("", 31)}
+    assert [r["resource_name"] for r in ac.bodies[0]["resources"]] == ["t1"]
+    dr = Recorder(lambda b: {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "low_watermark": 3, "error_code": 0}
+                                           for p in t["partitions"]]} for t in b["topics"]]})
+    resp = await ra.handle(header(ApiKey.DELETE_RECORDS), {"timeout_ms": 1, "topics": [
+        {"name": "t1", "partitions": [{"partition_index": 0, "offset": 3}]},
+        {"name": "t2", "partitions": [{"partition_index": 0, "offset": 3}, {"partition_index": 1, "offset": 3}]}]}, dr)
+    assert {(t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]} == {
+        ("t1", 0, 0), ("t2", 0, 29), ("t2", 1, 29)}
