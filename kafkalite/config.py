@@ -103,6 +103,11 @@ class ClientListenerConfig:
 
 THROTTLE_UNLIMITED = (1 << 63) - 1  # Kafka's default replication throttle: Long.MAX_VALUE, none
 
+# `authorizer.class.name` values that turn on kafkalite's ACL authorizer: Kafka's two
+# class names (so a Kafka server.properties works unchanged) and our own.
+AUTHORIZER_CLASS_NAMES = frozenset({"", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                                    "kafkalite.AclAuthorizer"})
+
 _SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
     Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -115,6 +120,11 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state, status page /)", _listener, "HOST:PORT"),
     Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
     Setting("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", _positive, "> 0"),
+    Setting("zookeeper.set.acl", "bool", False,
+            "create the cluster's znodes with ACLs: ALL for the brokers' digest identity, READ for everyone (needs credentials)"),
+    Setting("zookeeper.digest.user", "str", "", "ZooKeeper digest user of the brokers and admin tools"),
+    Setting("zookeeper.digest.password", "str", "", "its password (or use zookeeper.digest.file)"),
+    Setting("zookeeper.digest.file", "str", "", "a file holding one line user:password (instead of the two keys above)"),
     Setting("zookeeper.classpath", "str", "", "classpath of the ZooKeeper jars (bin/cluster)"),
     Setting("log.dirs", "list", ["/tmp/kafkalite-logs"], "comma-separated data directories"),
     Setting("broker.rack", "str", "", "rack id of this broker (rack-aware placement, KIP-392)"),
@@ -188,6 +198,17 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("follower.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
             "bytes/s a follower being added fetches (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
+    Setting("inter.broker.secret", "str", "",
+            "shared secret of the cluster's brokers: every inter-broker RPC connection starts with an HMAC-SHA256 "
+            "challenge-response on it (empty, with no secret file: RPC unauthenticated); at least 16 bytes",
+            lambda v: v == "" or len(v.encode()) >= 16, "empty or at least 16 bytes"),
+    Setting("inter.broker.secret.file", "str", "", "a file holding the inter-broker secret (instead of inter.broker.secret)"),
+    Setting("authorizer.class.name", "str", "",
+            "ACL authorization of client requests: empty = none (anyone may do anything), or "
+            "kafka.security.authorizer.AclAuthorizer (also kafka.security.auth.SimpleAclAuthorizer, kafkalite.AclAuthorizer)",
+            lambda v: v in AUTHORIZER_CLASS_NAMES, "empty, " + ", ".join(sorted(n for n in AUTHORIZER_CLASS_NAMES if n))),
+    Setting("super.users", "str", "", "principals allowed everything, separated by semicolons (User:admin;User:CN=broker)"),
+    Setting("allow.everyone.if.no.acl.found", "bool", False, "with an authorizer: allow a resource that has no ACL at all"),
     Setting("log.level", "str", "INFO", "logging level", lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "DEBUG, INFO, WARNING, ERROR"),
 )
 

@@ -82,6 +82,7 @@ class Controller:
         self.epoch_zk_version: int | None = None
         self.channel: ControllerChannel | None = None
         self.watches: ProcessWatches | None = None  # while active, if process.watch.enable
+        self.rpc_secret: bytes | None = None  # the inter-broker RPC secret (kafkalite.rpc.auth), set by the broker
         self._answered = asyncio.Event()  # a broker answered a request the core waits on
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
@@ -372,10 +373,11 @@ class Controller:
         self.epoch_zk_version = won.epoch_zk_version
         t0 = time.monotonic()
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, won.epoch)
-        self.channel = ControllerChannel(self.broker_id, self.settings["controller.socket.timeout.ms"], self._on_channel_response)
+        self.channel = ControllerChannel(self.broker_id, self.settings["controller.socket.timeout.ms"], self._on_channel_response,
+                                         secret=self.rpc_secret)
         if self.settings["controller.process.watch.enable"] and self.watches is None:
             self.watches = ProcessWatches(self.broker_id, lambda b, e: self.enqueue(ProcessGone(b, e)),
-                                          lambda b, e: self.enqueue(ProcessBack(b, e)))
+                                          lambda b, e: self.enqueue(ProcessBack(b, e)), secret=self.rpc_secret)
         brokers = await self._read_brokers()
         # Notifications up to now are in the configs read below (issue 16).
         self._config_change_seen = max((n for n, _e, _t in await self._zk(self.zk.get_config_changes)), default="")

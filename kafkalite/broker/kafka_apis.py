@@ -16,7 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafkalite.broker import records_apis
+from kafkalite.broker import acl_apis, records_apis
 from kafkalite.broker.client_listener import current_listener
 from kafkalite.broker.config_apis import ConfigApis
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
@@ -79,7 +79,15 @@ class KafkaApis:
         self.configs = ConfigApis(broker, topic_name_error)
 
     async def handle(self, header: RequestHeader, body: dict[str, Any], client_address: str = "") -> dict[str, Any] | None:
-        """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata)."""
+        """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata).
+        With an authorizer, the request is first checked against the ACLs
+        (kafkalite.broker.authorization): what is refused never reaches the handler."""
+        if self.broker.authorizer is not None and header.api_key != ApiKey.API_VERSIONS:
+            return await self.broker.request_authorizer.handle(
+                header, body, lambda h, b: self._dispatch(h, b, client_address))
+        return await self._dispatch(header, body, client_address)
+
+    async def _dispatch(self, header: RequestHeader, body: dict[str, Any], client_address: str) -> dict[str, Any] | None:
         key = header.api_key
         if key in GROUP_APIS:
             return await self.broker.groups.serve(header, body, client_address, lambda tp: self.cache.partition(*tp) is not None)
@@ -618,6 +626,9 @@ _HANDLERS = {
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
     ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
     ApiKey.FIND_COORDINATOR: KafkaApis.find_coordinator,
+    ApiKey.DESCRIBE_ACLS: lambda apis, header, body: acl_apis.describe_acls(apis.broker, header, body),
+    ApiKey.CREATE_ACLS: lambda apis, header, body: acl_apis.create_acls(apis.broker, header, body),
+    ApiKey.DELETE_ACLS: lambda apis, header, body: acl_apis.delete_acls(apis.broker, header, body),
     ApiKey.DELETE_RECORDS: records_apis.delete_records_handler,
     ApiKey.DESCRIBE_LOG_DIRS: records_apis.describe_log_dirs_handler,
 }

@@ -29,6 +29,7 @@ from kazoo.protocol.states import KazooState
 from kafkalite import gc_pause
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.authorization import AclAuthorizer, RequestAuthorizer
 from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
@@ -67,11 +68,13 @@ from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.auth import load_secret
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
 from kafkalite.zk.codec import BrokerRegistration
 from kafkalite.zk.errors import BrokerIdInUseError, ZkError
+from kafkalite.zk.security import make_client, secure_root, security_from
 
 log = logging.getLogger(__name__)
 
@@ -131,16 +134,25 @@ class Broker:
         # the controller can tell the process it knew from one restarted on its address.
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
+        # Issue 15: inter-broker RPC connections authenticate with the cluster secret, if any.
+        try:
+            self.rpc_secret = load_secret(self.settings["inter.broker.secret"], self.settings["inter.broker.secret.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.controller.rpc_secret = self.rpc_secret
         self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
         self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
         if self.settings["controller.process.watch.enable"]:
             self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
-                                                    self._remove_gone_controller)
-            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
+                                                    self._remove_gone_controller, secret=self.rpc_secret)
+            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back, secret=self.rpc_secret)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
+        # Issue 15: ACL authorization of client requests, when authorizer.class.name is set.
+        self.authorizer: AclAuthorizer | None = AclAuthorizer(self.settings) if self.settings["authorizer.class.name"] else None
+        self.request_authorizer = RequestAuthorizer(self.authorizer) if self.authorizer is not None else None
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None  # the first of client_listeners
         self.client_listeners: list[ClientListener] = []
@@ -190,12 +202,14 @@ class Broker:
         await self.loop.run_in_executor(None, self.logs.open_all)
         self.replica_manager.load_local_partitions()
         await self._connect_zookeeper()
+        if self.authorizer is not None:
+            await self.loop.run_in_executor(None, self.authorizer.start, self.zk, self.loop)
         await self._delete_unassigned_partitions()
         self.dynamic_configs.watch()
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
-        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
+        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle, secret=self.rpc_secret)
         await self.rpc_server.start(ib_host, ib_port)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
         for spec in self.cfg.client_listeners():
@@ -362,13 +376,24 @@ class Broker:
 
     async def _connect_zookeeper(self) -> None:
         timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000
-        self.kazoo = KazooClient(hosts=self.settings["zookeeper.connect"], timeout=timeout_s)
+        s = self.settings
+        try:
+            security = security_from(s["zookeeper.set.acl"], s["zookeeper.digest.user"], s["zookeeper.digest.password"],
+                                     s["zookeeper.digest.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
+        self.kazoo = make_client(s["zookeeper.connect"], timeout_s, security)
         try:
             await self.loop.run_in_executor(None, lambda: self.kazoo.start(timeout=15))
         except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout type
             raise SystemExit(f"cannot connect to ZooKeeper at {self.settings['zookeeper.connect']}: {e}") from None
         self.kazoo.add_listener(self._on_zk_state)
-        self.zk = ZkAdapter(self.kazoo)
+        self.zk = ZkAdapter(self.kazoo, security=security)
+        if security.set_acl and self.kazoo.chroot:
+            # the chroot itself must not stay world-writable (secure_root); "/" of a shared
+            # ZooKeeper is not ours to change
+            if await self.loop.run_in_executor(None, secure_root, self.kazoo, security):
+                log.info("set the cluster's ACL on the ZooKeeper chroot %s", self.kazoo.chroot)
         await self.loop.run_in_executor(None, self.zk.ensure_base_paths)
         self.cluster_id = await self.loop.run_in_executor(None, self._cluster_id)
 
@@ -570,7 +595,7 @@ class Broker:
                 addr = (info.host, info.inter_broker_port)
             if addr is None:
                 return None
-            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id)
+            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id, secret=self.rpc_secret)
         return client
 
     # -- AlterIsr (KIP-497): the core's proposals, batched, one in flight per partition ---
@@ -776,6 +801,8 @@ class Broker:
         log.info("stopping: fetchers and periodic tasks (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.fetchers.close()
         await cancel_and_wait(self._tasks + list(self._owned))
+        if self.authorizer is not None:
+            await self.authorizer.close()
         if self.log_cleaner is not None:
             await self.log_cleaner.close()  # no worker outlives the logs it reads
         if self._flush_job is not None:  # a thread may still be syncing; let it finish first

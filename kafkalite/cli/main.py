@@ -11,6 +11,7 @@ import os
 import sys
 
 from kafkalite.cli import (
+    acls_cmd,
     broker_cmd,
     client_cmds,
     cluster_cmd,
@@ -22,7 +23,7 @@ from kafkalite.cli import (
     topics_cmd,
 )
 
-_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd]
+_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

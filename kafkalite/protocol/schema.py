@@ -38,6 +38,9 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -694,6 +697,79 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
+    # ACLs (issue 15): v0 has no pattern type (always LITERAL); v2+ are flexible.
+    (ApiKey.DESCRIBE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('resource_type_filter', 'int8', '0+'),
+        F('resource_name_filter', 'string', '0+', nullable='0+'),
+        F('pattern_type_filter', 'int8', '1+', default=3),
+        F('principal_filter', 'string', '0+', nullable='0+'),
+        F('host_filter', 'string', '0+', nullable='0+'),
+        F('operation', 'int8', '0+'),
+        F('permission_type', 'int8', '0+'),
+    )),
+    (ApiKey.DESCRIBE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('pattern_type', 'int8', '1+', default=3),
+            F('acls', '[]', '0+', fields=(
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            )),
+        )),
+    )),
+    (ApiKey.CREATE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('creations', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('resource_pattern_type', 'int8', '1+', default=3),
+            F('principal', 'string', '0+'),
+            F('host', 'string', '0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    )),
+    (ApiKey.CREATE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+        )),
+    )),
+    (ApiKey.DELETE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('filters', '[]', '0+', fields=(
+            F('resource_type_filter', 'int8', '0+'),
+            F('resource_name_filter', 'string', '0+', nullable='0+'),
+            F('pattern_type_filter', 'int8', '1+', default=3),
+            F('principal_filter', 'string', '0+', nullable='0+'),
+            F('host_filter', 'string', '0+', nullable='0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    )),
+    (ApiKey.DELETE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('filter_results', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('matching_acls', '[]', '0+', fields=(
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+                F('resource_type', 'int8', '0+'),
+                F('resource_name', 'string', '0+'),
+                F('pattern_type', 'int8', '1+', default=3),
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            )),
+        )),
+    )),
 }
 
 # The versions we serve per API: the range advertised in ApiVersions responses.
@@ -754,6 +830,8 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Echo("resources", "responses",
                                            (("resource_type", "resource_type"), ("resource_name", "resource_name"))),
     ApiKey.CREATE_PARTITIONS: Echo("topics", "results", (("name", "name"),)),
+    ApiKey.CREATE_ACLS: Echo("creations", "results", ()),
+    ApiKey.DELETE_ACLS: Echo("filters", "filter_results", ()),
     ApiKey.ELECT_LEADERS: Echo("topic_partitions", "replica_election_results", (("topic", "topic"),),
                                Echo("partition_id", "partition_result", (("partition_id", SELF),))),
     ApiKey.DELETE_RECORDS: Echo("topics", "topics", (("name", "name"),),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,6 +33,8 @@ from kafkalite.testing.netns import NetnsError, NetnsLayout
 from kafkalite.testing.zookeeper import ZooKeeperServer
 
 STATE_FILE = "cluster.json"
+INTER_BROKER_SECRET_FILE = "inter-broker.secret"
+ZK_DIGEST_FILE = "zookeeper.digest"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # Client, inter-broker and admin ports come in blocks of 100 from the base port.
@@ -78,7 +81,7 @@ class LocalCluster:
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
                  ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1,
-                 small_log_dir: str | None = None):
+                 small_log_dir: str | None = None, zk_acl: bool = False):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -102,6 +105,9 @@ class LocalCluster:
         # Issue 14: a second log dir per broker on a tmpfs of this size ("256m"), for disk
         # faults (bin/chaos fills it up); mounted by `up`, unmounted by `down` (root only).
         self.small_log_dir = small_log_dir
+        # Issue 15: the brokers authenticate to ZooKeeper with a digest identity made for
+        # this cluster and create their znodes with ACLs (zookeeper.set.acl).
+        self.zk_acl = zk_acl
         self.net: NetnsLayout | None = None
         self.zk_servers: list[ZooKeeperServer] = []
         self.zk: ZooKeeperServer | None = None
@@ -183,6 +189,9 @@ class LocalCluster:
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
+        self._make_inter_broker_secret()
+        if self.zk_acl:
+            self._make_zk_digest()
         if self.net is not None:
             self.state["netns"] = self.net.to_dict()
         for i in range(1, self.count + 1):
@@ -225,6 +234,57 @@ class LocalCluster:
     def _scheme_ports(self, i: int) -> tuple[int, int, int]:
         return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
 
+    def _make_inter_broker_secret(self) -> None:
+        """Issue 15: a new random secret per cluster, in a file only its owner reads, so the
+        brokers' RPC connections are authenticated (kafkalite.rpc.auth), unless the
+        overrides configure one (or turn it off with an empty inter.broker.secret)."""
+        if "inter.broker.secret" in self.overrides or "inter.broker.secret.file" in self.overrides:
+            return
+        path = self.dir / INTER_BROKER_SECRET_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        self.state["inter_broker_secret_file"] = str(path)
+
+    def _make_zk_digest(self) -> None:
+        """Credentials file (0600) of the cluster's ZooKeeper identity: one line user:password."""
+        path = self.dir / ZK_DIGEST_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"kafkalite:{secrets.token_hex(16)}\n")
+        self.state["zk_digest_file"] = str(path)
+        if not self.external_zk:  # our own ZooKeeper: its root is the cluster's too
+            from kafkalite.zk.security import make_client, secure_root
+
+            security = self._zk_security_of_state()
+            client = make_client(self.state["zookeeper"]["connect"], 10, security)
+            client.start(timeout=15)
+            try:
+                secure_root(client, security)
+            finally:
+                client.stop()
+                client.close()
+
+    def _zk_security_of_state(self) -> Any:
+        from kafkalite.zk.security import ZkSecurity, security_from
+
+        path = self.state.get("zk_digest_file")
+        return security_from(True, "", "", path) if path else ZkSecurity()
+
+    def zk_security(self) -> Any:
+        """The kafkalite.zk.security settings an admin tool of this cluster uses."""
+        self._reload()
+        return self._zk_security_of_state()
+
+    def inter_broker_secret(self) -> bytes | None:
+        """The secret the brokers' RPC uses (tests that speak the RPC need it)."""
+        from kafkalite.rpc.auth import load_secret
+
+        self._reload()
+        overrides = self.state.get("overrides", self.overrides)
+        return load_secret(str(overrides.get("inter.broker.secret", "")),
+                           str(overrides.get("inter.broker.secret.file", self.state.get("inter_broker_secret_file", ""))))
+
     def _write_broker_config(self, i: int, ports: tuple[int, int, int] | None = None, rack: str | None = None) -> dict[str, Any]:
         bdir = self.dir / f"broker-{i}"
         (bdir / "data").mkdir(parents=True, exist_ok=True)
@@ -253,6 +313,11 @@ class LocalCluster:
             "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": ",".join(log_dirs),
             "broker.rack": rack,
         }
+        if self.state.get("inter_broker_secret_file"):
+            props["inter.broker.secret.file"] = self.state["inter_broker_secret_file"]
+        if self.state.get("zk_digest_file"):
+            props["zookeeper.set.acl"] = "true"
+            props["zookeeper.digest.file"] = self.state["zk_digest_file"]
         props.update(self.overrides)
         cfg = bdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -307,9 +372,9 @@ class LocalCluster:
         return True
 
     def _zk_view(self) -> tuple[set[int], int | None]:
-        from kazoo.client import KazooClient
+        from kafkalite.zk.security import make_client
 
-        client = KazooClient(hosts=self.state["zookeeper"]["connect"], timeout=5)
+        client = make_client(self.state["zookeeper"]["connect"], 5, self.zk_security())
         client.start(timeout=5)
         try:
             ids = set(int(x) for x in (client.get_children("/brokers/ids") if client.exists("/brokers/ids") else []))
@@ -396,6 +461,10 @@ class LocalCluster:
             "zookeeper": {"connect": zk["connect"], "pid": zk["pid"], "alive": zk_ok},
             "controller": controller, "brokers": brokers, "dir": str(self.dir),
         }
+        if self.state.get("zk_digest_file"):  # issue 15: --zk-acl
+            out["zookeeper"]["digest_file"] = self.state["zk_digest_file"]
+        if self.state.get("inter_broker_secret_file"):
+            out["inter_broker_secret_file"] = self.state["inter_broker_secret_file"]
         if self.state.get("netns"):
             net = NetnsLayout.from_dict(self.state["netns"])
             for b in brokers:

@@ -57,6 +57,7 @@ from kafkalite.zk.multi import (
     OpResult,
 )
 from kafkalite.zk.multi_read import MultiRead
+from kafkalite.zk.security import ZkSecurity
 
 TopicPartition = tuple[str, int]
 
@@ -97,10 +98,14 @@ class ZkAdapter:
         multi_read_paths_max: int = MULTI_READ_PATHS_MAX_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         contention_retries_max: int = CONTENTION_RETRIES_MAX_DEFAULT,
+        security: ZkSecurity | None = None,
     ) -> None:
         assert reads_in_flight_max > 0
         assert contention_retries_max > 0
         self.client = client
+        # Issue 15: the znode ACLs (kafkalite.zk.security). The client's default ACL covers
+        # every creation; `create` also gives sensitive paths their private ACL.
+        self.security = security
         self.reads_in_flight_max = reads_in_flight_max
         self.multi_read_paths_max = multi_read_paths_max
         self._multi_read = multi_read  # until a server refuses it
@@ -144,10 +149,14 @@ class ZkAdapter:
         except ZnodeNotFoundError:
             return None
 
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False) -> ZnodeStat:
-        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists."""
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False, acl: list | None = None) -> ZnodeStat:
+        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists.
+        `acl`: the znode's ACL when it must differ from the client's default; by default
+        the security's ACL for the path (sensitive paths: no world READ)."""
+        if acl is None and self.security is not None:
+            acl = self.security.acl_for(path)
         with calls(path):
-            _, stat = self.client.create(path, data, ephemeral=ephemeral, makepath=makepath, include_data=True)
+            _, stat = self.client.create(path, data, acl=acl, ephemeral=ephemeral, makepath=makepath, include_data=True)
         return stat
 
     def conditional_set(
