@@ -67,8 +67,8 @@ def test_the_heap_is_settled_once_bulk_work_has_been_quiet_and_then_no_more_ofte
 
     from kafkalite import gc_pause
 
-    gc_pause._settled_at = float("-inf")  # noqa: SLF001 (a fresh process's state)
-    gc_pause._bulk_ended_at = None  # noqa: SLF001
+    gc_pause._settled_at = float("-inf")  # (a fresh process's state)
+    gc_pause._bulk_ended_at = None
     assert gc_pause.settle_if_due() is None  # no bulk work yet: nothing to settle
     with gc_paused():
         survivors = [[i] for i in range(10_000)]  # long-lived objects made by bulk work
