@@ -7,7 +7,9 @@ defaults (as `bin/cluster up` starts it), `kafkalite topics create big --partiti
   isr       until every partition's ISR is full (every follower has caught up);
   rss       each broker's resident memory before and after, and the difference per
             partition replica hosted (the memory cost of a partition);
-  fds       each broker's open file descriptors after creation.
+  fds       each broker's open file descriptors after creation;
+  idle CPU  each broker's CPU time over --idle-seconds (default 20) afterwards, with nothing
+            produced: the cost of idle replication (incremental fetch sessions, issue 13).
 
     .venv/bin/python bench/topic_create.py --partitions 10000
     .venv/bin/python bench/topic_create.py --partitions 10000 --compare 3da5456
@@ -45,6 +47,13 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def open_fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -73,12 +82,13 @@ def wait_for(pred, deadline: float, what: str, interval_s: float = 0.05) -> floa
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def measure(partitions: int, rf: int, workdir: str, deadline_s: float, src: str | None) -> dict:
+def measure(partitions: int, rf: int, workdir: str, deadline_s: float, src: str | None, idle_s: float) -> dict:
     env_path = os.environ.get("PYTHONPATH")
     if src:
         os.environ["PYTHONPATH"] = src + (os.pathsep + env_path if env_path else "")
     ports = free_ports(10)
-    cluster = LocalCluster(workdir, brokers=3, zk_port=ports[-1], ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)])
+    cluster = LocalCluster(workdir, brokers=3, zk_port=ports[-1], ports=[tuple(ports[i * 3: i * 3 + 3]) for i in range(3)],
+                           inter_broker_secret=src is None)  # (older brokers refuse the key)
     out: dict = {}
     try:
         status = cluster.up()
@@ -109,6 +119,12 @@ def measure(partitions: int, rf: int, workdir: str, deadline_s: float, src: str 
         out["rss_after_mib"] = {b: v / 1024 for b, v in rss_after.items()}
         out["kib_per_replica"] = sum(rss_after[b] - rss_before[b] for b in pids) / 3 / hosted
         out["fds"] = {b: open_fds(p) for b, p in pids.items()}
+        # Idle replication: nothing is produced; what each broker spends anyway (after a
+        # short settling time: the controller's follow-up work, the first checkpoints).
+        time.sleep(min(idle_s, 10.0))
+        before = {b: cpu_s(p) for b, p in pids.items()}
+        time.sleep(idle_s)
+        out["idle_core"] = {b: (cpu_s(p) - before[b]) / idle_s for b, p in pids.items()}
     finally:
         cluster.down()
         if src:
@@ -129,8 +145,9 @@ def export_revision(ref: str, into: str) -> str:
 def row(label: str, r: dict) -> str:
     rss = " ".join(f"{v:.0f}" for v in r["rss_after_mib"].values())
     fds = " ".join(str(v) for v in r["fds"].values())
+    idle = " ".join(f"{100 * v:.0f}%" for v in r["idle_core"].values())
     return (f"{label:>12} {r['cli_s']:>7.2f}s {'ok' if r['cli_rc'] == 0 else 'FAIL':>4} {r['led_s']:>7.2f}s {r['isr_s']:>7.2f}s "
-            f"{r['kib_per_replica']:>8.1f} {rss:>15} {fds:>17}")
+            f"{r['kib_per_replica']:>8.1f} {rss:>15} {fds:>17} {idle:>16}")
 
 
 def main() -> int:
@@ -140,6 +157,7 @@ def main() -> int:
     ap.add_argument("--compare", metavar="REF", help="also measure git revision REF first, in the same run")
     ap.add_argument("--deadline-s", type=float, default=600.0)
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--idle-seconds", type=float, default=20.0, help="then measure each broker's CPU over this long with nothing produced")
     args = ap.parse_args()
     work = args.dir or tempfile.mkdtemp(prefix="kafkalite-topic-create-")
     os.makedirs(work, exist_ok=True)
@@ -148,14 +166,15 @@ def main() -> int:
         runs.append((args.compare[:12], export_revision(args.compare, tempfile.mkdtemp(prefix="kafkalite-ref-", dir=work))))
     runs.append(("this tree", None))
     print(f"one topic, {args.partitions} partitions, RF {args.replication_factor}, fresh 3-broker cluster, shipped defaults")
-    print(f"{'code':>12} {'cli':>8} {'rc':>4} {'led':>8} {'isr':>8} {'KiB/rep':>8} {'RSS MiB/broker':>15} {'fds/broker':>17}")
+    print(f"{'code':>12} {'cli':>8} {'rc':>4} {'led':>8} {'isr':>8} {'KiB/rep':>8} {'RSS MiB/broker':>15} {'fds/broker':>17} {'idle CPU/broker':>16}")
     for i, (label, src) in enumerate(runs):
-        r = measure(args.partitions, args.replication_factor, os.path.join(work, f"run{i}"), args.deadline_s, src)
+        r = measure(args.partitions, args.replication_factor, os.path.join(work, f"run{i}"), args.deadline_s, src, args.idle_seconds)
         print(row(label, r), flush=True)
         if r["cli_rc"] != 0:
             print(f"{'':>12} cli: {r['cli_output'][-300:]}", flush=True)
     print("cli: `kafkalite topics create` wall time; led: until every broker's Metadata shows a leader for every partition;")
-    print("isr: until every ISR is full; KiB/rep: RSS growth per partition replica hosted (mean over brokers)")
+    print("isr: until every ISR is full; KiB/rep: RSS growth per partition replica hosted (mean over brokers);")
+    print("idle CPU: each broker's CPU time over --idle-seconds with nothing produced, as a share of one core")
     return 0
 
 

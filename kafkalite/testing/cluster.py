@@ -81,13 +81,16 @@ class LocalCluster:
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
                  ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1,
-                 small_log_dir: str | None = None, zk_acl: bool = False):
+                 small_log_dir: str | None = None, zk_acl: bool = False, inter_broker_secret: bool = True):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
             raise ClusterError(f"--racks lists {len(racks)} racks for {brokers} brokers")
         self.dir = Path(directory).resolve()
         self.count = brokers
+        # False: no RPC secret at all (benchmarks comparing with brokers older than issue 15,
+        # which refuse the config key).
+        self.inter_broker_secret_enabled = inter_broker_secret
         self.base_port = base_port
         self.zk_port = zk_port
         self.racks = racks or []
@@ -238,7 +241,7 @@ class LocalCluster:
         """Issue 15: a new random secret per cluster, in a file only its owner reads, so the
         brokers' RPC connections are authenticated (kafkalite.rpc.auth), unless the
         overrides configure one (or turn it off with an empty inter.broker.secret)."""
-        if "inter.broker.secret" in self.overrides or "inter.broker.secret.file" in self.overrides:
+        if not self.inter_broker_secret_enabled or "inter.broker.secret" in self.overrides or "inter.broker.secret.file" in self.overrides:
             return
         path = self.dir / INTER_BROKER_SECRET_FILE
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
