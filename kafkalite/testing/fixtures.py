@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -165,6 +166,26 @@ def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., LocalCl
                 c.down()
             except Exception:  # noqa: BLE001 - keep stopping the others
                 pass
+
+
+@contextmanager
+def module_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, name: str, *,
+                   overrides: dict | None = None, brokers: int = 3, **kwargs: Any) -> Iterator[LocalCluster]:
+    """A started cluster one test module shares: real brokers on free loopback ports, under a
+    fresh chroot `name` of the session ZooKeeper, with TEST_BROKER_OVERRIDES under
+    `overrides`; other LocalCluster arguments pass through. Stopped at the end, pass or fail."""
+    from kafkalite.testing.cluster import LocalCluster
+    from kafkalite.testing.ports import free_ports
+
+    ports = free_ports(3 * brokers)
+    c = LocalCluster(tmp_path_factory.mktemp(name), brokers=brokers, overrides={**TEST_BROKER_OVERRIDES, **(overrides or {})},
+                     zk_connect=fresh_chroot(zk_server, name),
+                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(brokers)], **kwargs)
+    try:
+        c.up()
+        yield c
+    finally:
+        c.down()
 
 
 @pytest.fixture

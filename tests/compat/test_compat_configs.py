@@ -18,7 +18,7 @@ import pytest
 
 from kafkalite.config import SETTINGS, TOPIC_CONFIGS
 from kafkalite.testing.cli_runner import failed_with, ok
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
+from kafkalite.testing.fixtures import module_cluster
 
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -34,19 +34,9 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STAT
 
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
-    from kafkalite.testing.cluster import LocalCluster
-    from kafkalite.testing.ports import free_ports
-
-    ports = free_ports(9)
-    overrides = {**TEST_BROKER_OVERRIDES, "log.retention.ms": STATIC_RETENTION_MS, "log.retention.check.interval.ms": 300}
-    c = LocalCluster(tmp_path_factory.mktemp("configs"), brokers=3, overrides=overrides,
-                     zk_connect=fresh_chroot(zk_server, "configs"),
-                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
-    try:
-        c.up()
+    with module_cluster(zk_server, tmp_path_factory, "configs",
+                        overrides={"log.retention.ms": STATIC_RETENTION_MS, "log.retention.check.interval.ms": 300}) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")

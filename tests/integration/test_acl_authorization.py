@@ -33,8 +33,7 @@ from kafkalite.core import acl as core_acl
 from kafkalite.rpc.transport import RpcClient, RpcError
 from kafkalite.testing.cli_runner import failed_with, ok
 from kafkalite.testing.cluster import LocalCluster
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
-from kafkalite.testing.ports import free_ports
+from kafkalite.testing.fixtures import module_cluster
 from kafkalite.zk import ZkAdapter
 from kafkalite.zk.acl_store import AclStore
 from kafkalite.zk.security import make_client
@@ -47,19 +46,12 @@ PROPAGATION_S = 10.0
 def secured(zk_server, tmp_path_factory):
     """Three brokers with the ACL authorizer, the inter-broker secret the launcher makes,
     and ZooKeeper ACLs (digest identity of the cluster, zookeeper.set.acl)."""
-    connect = fresh_chroot(zk_server, "acl")
-    ports = free_ports(9)
-    overrides = dict(TEST_BROKER_OVERRIDES, **{
+    overrides = {
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
-        "offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3, "group.initial.rebalance.delay.ms": 0})
-    c = LocalCluster(tmp_path_factory.mktemp("acl-cluster"), brokers=3, overrides=overrides, zk_connect=connect,
-                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)], zk_acl=True)
-    try:
-        c.up()
+        "offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3, "group.initial.rebalance.delay.ms": 0}
+    with module_cluster(zk_server, tmp_path_factory, "acl", overrides=overrides, zk_acl=True) as c:
         _bootstrap_acl(c)
         yield c
-    finally:
-        c.down()
 
 
 def _bootstrap_acl(c: LocalCluster) -> None:

@@ -28,7 +28,7 @@ from kafkalite.cli.admin_client import AdminClient as CliAdmin
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
 from kafkalite.testing.cli_runner import failed_with, ok
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
+from kafkalite.testing.fixtures import module_cluster
 from kafkalite.testing.probes import broker_state, wait_fully_replicated, wait_until
 
 SEGMENT_BYTES = 4096
@@ -38,18 +38,8 @@ BROKER = {"replica.high.watermark.checkpoint.interval.ms": 500, "log.retention.c
 
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
-    from kafkalite.testing.cluster import LocalCluster
-    from kafkalite.testing.ports import free_ports
-
-    ports = free_ports(9)
-    c = LocalCluster(tmp_path_factory.mktemp("delete-records"), brokers=3, overrides={**TEST_BROKER_OVERRIDES, **BROKER},
-                     zk_connect=fresh_chroot(zk_server, "delete-records"),
-                     ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
-    try:
-        c.up()
+    with module_cluster(zk_server, tmp_path_factory, "delete-records", overrides=BROKER) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
+from kafkalite.testing.fixtures import module_cluster
 
 pytest.importorskip("pyspark")
 
@@ -21,20 +21,8 @@ RACKS = ["a", "b", "c"]
 
 @pytest.fixture(scope="module")
 def spark_kafka(zk_server, tmp_path_factory):
-    from kafkalite.testing.cluster import LocalCluster
-    from kafkalite.testing.ports import free_ports
-
-    zk_connect = fresh_chroot(zk_server, "spark")
-    ports = free_ports(9)
-    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, racks=RACKS,
-                           overrides={**TEST_BROKER_OVERRIDES, **BROKER},
-                           zk_connect=zk_connect,
-                           ports=[(ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]) for i in range(3)])
-    try:
-        cluster.up()
+    with module_cluster(zk_server, tmp_path_factory, "spark", overrides=BROKER, racks=RACKS) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 @pytest.fixture(scope="module")
