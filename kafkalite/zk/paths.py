@@ -168,3 +168,39 @@ def producer_id_block_path() -> str:
 
 def last_component(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+# Issue 15: SCRAM credentials, as Kafka stores them. /config/users/<sanitized name> holds
+# {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,..."}}; a change is
+# announced by a sequential /config/changes/config_change_NNNNNNNNNN with
+# {"version":2,"entity_path":"users/<sanitized name>"} (Kafka's ConfigEntityChangeNotification).
+CONFIG_USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+
+
+def sanitize_user(name: str) -> str:
+    """Kafka's Sanitizer: the user name URL-encoded (UTF-8), so any name is one znode name."""
+    from urllib.parse import quote
+
+    if not name:
+        raise ValueError("an empty user name cannot be a znode name")
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_user(znode_name: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(znode_name)
+
+
+def config_users_path() -> str:
+    return CONFIG_USERS
+
+
+def config_user_path(name: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize_user(name)}"
+
+
+def config_change_prefix_path() -> str:
+    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"
