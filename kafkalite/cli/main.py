@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from kafkalite.cli import broker_cmd, client_cmds, cluster_cmd, groups_cmd, pipeline_cmd, reassign_cmd, topics_cmd
+from kafkalite.cli import broker_cmd, client_cmds, client_security, cluster_cmd, groups_cmd, pipeline_cmd, reassign_cmd, topics_cmd
 
 _MODULES = [broker_cmd, topics_cmd, client_cmds, groups_cmd, cluster_cmd, reassign_cmd, pipeline_cmd]
 
@@ -26,6 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        client_security.configure(getattr(args, "command_config", None))
+    except client_security.ClientConfigError as e:
+        print(f"kafkalite {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -318,3 +318,55 @@ def user_credentials(config: Mapping[str, str]) -> dict[str, ScramCredential]:
             except CredentialFormatError:
                 continue
     return out
+
+
+class ScramClient:
+    """RFC 5802 client side (the kafkalite CLI's admin client speaks SCRAM with it):
+    first() -> client-first; final(server-first) -> client-final; verify(server-final)."""
+
+    def __init__(self, mechanism: str, username: str, password: str, client_nonce: str):
+        assert mechanism in SCRAM_MECHANISMS, mechanism
+        assert client_nonce and "," not in client_nonce
+        self.mechanism = mechanism
+        self._hash = SCRAM_MECHANISMS[mechanism]
+        self._password = password.encode()
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._bare = f"n={name},r={client_nonce}"
+        self._nonce = client_nonce
+        self._expected_server_signature: bytes | None = None
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = _utf8(server_first)
+        attrs = _attributes(text)
+        nonce, salt_b64, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if not nonce.startswith(self._nonce) or nonce == self._nonce or not iterations.isdigit():
+            raise SaslAuthenticationError(f"{self.mechanism}: bad server-first-message")
+        if int(iterations) < ITERATIONS_MIN:
+            raise SaslAuthenticationError(f"{self.mechanism}: server asks for {iterations} iterations, fewer than {ITERATIONS_MIN}")
+        try:
+            salt = base64.b64decode(salt_b64, validate=True)
+        except ValueError:
+            raise SaslAuthenticationError(f"{self.mechanism}: salt is not base64") from None
+        client_key, server_key = _keys(self._hash, self._password, salt, int(iterations))
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._bare},{text},{without_proof}".encode()
+        signature = _hmac(self._hash, hashlib.new(self._hash, client_key).digest(), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        self._expected_server_signature = _hmac(self._hash, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """The server proved it knows the credential (else SaslAuthenticationError)."""
+        assert self._expected_server_signature is not None, "verify() before final()"
+        attrs = _attributes(_utf8(server_final))
+        if "e" in attrs:
+            raise SaslAuthenticationError(f"{self.mechanism}: server error {attrs['e']}")
+        try:
+            signature = base64.b64decode(attrs.get("v", ""), validate=True)
+        except ValueError:
+            raise SaslAuthenticationError(f"{self.mechanism}: server signature is not base64") from None
+        if not hmac.compare_digest(signature, self._expected_server_signature):
+            raise SaslAuthenticationError(f"{self.mechanism}: the server's signature is wrong (not the real server?)")

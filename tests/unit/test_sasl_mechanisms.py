@@ -17,6 +17,7 @@ from kafkalite.core.sasl import (
     Lookup,
     PlainServer,
     SaslAuthenticationError,
+    ScramClient,
     ScramCredential,
     ScramServer,
     make_credential,
@@ -174,3 +175,32 @@ def test_credential_kafka_format_round_trips_and_rejects_garbage():
         with pytest.raises(CredentialFormatError):
             ScramCredential.from_kafka(bad)
     assert user_credentials({"SCRAM-SHA-512": text, "SCRAM-SHA-256": "garbage", "producer_byte_rate": "1024"}) == {"SCRAM-SHA-512": cred}
+
+
+def test_scram_client_reproduces_rfc_7677_exchange():
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil", "rOprNGfwEbeRWgbNEkqO")
+    assert client.first() == RFC_CLIENT_FIRST
+    assert client.final(RFC_SERVER_FIRST) == RFC_CLIENT_FINAL
+    client.verify(RFC_SERVER_FINAL)
+    with pytest.raises(SaslAuthenticationError):
+        client.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_client_and_server_agree_on_names_that_need_escaping(mechanism):
+    name = "a,b=c"
+    stored = {mechanism: make_credential(mechanism, "pw", b"salty", 4096)}
+    client = ScramClient(mechanism, name, "pw", "cn")
+    server = ScramServer(mechanism, "sn", b"k")
+    assert server.receive(client.first()) == Lookup(name)
+    first = server.credentials(stored)
+    assert isinstance(first, Challenge)
+    done = server.receive(client.final(first.data))
+    assert done == Authenticated(done.data, name)
+    client.verify(done.data)
+
+
+def test_scram_client_refuses_weak_or_foreign_server_first():
+    for server_first in (b"r=cnXX,s=AAAA,i=1000", b"r=other,s=AAAA,i=4096", b"r=cn,s=AAAA,i=4096"):
+        with pytest.raises(SaslAuthenticationError):
+            ScramClient("SCRAM-SHA-512", "u", "p", "cn").final(server_first)
