@@ -10,9 +10,20 @@ import argparse
 import os
 import sys
 
-from kafkalite.cli import broker_cmd, client_cmds, client_security, cluster_cmd, groups_cmd, pipeline_cmd, reassign_cmd, topics_cmd
+from kafkalite.cli import (
+    broker_cmd,
+    client_cmds,
+    client_security,
+    cluster_cmd,
+    dev_ca,
+    groups_cmd,
+    pipeline_cmd,
+    reassign_cmd,
+    topics_cmd,
+    users_cmd,
+)
 
-_MODULES = [broker_cmd, topics_cmd, client_cmds, groups_cmd, cluster_cmd, reassign_cmd, pipeline_cmd]
+_MODULES = [broker_cmd, topics_cmd, client_cmds, groups_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, users_cmd, dev_ca]
 
 
 def build_parser() -> argparse.ArgumentParser:
