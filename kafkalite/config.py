@@ -150,8 +150,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("ssl.key.location", "str", "", "PEM file of the private key of ssl.certificate.location"),
     Setting("ssl.key.password", "str", "", "password of ssl.key.location if it is encrypted"),
     Setting("ssl.ca.location", "str", "", "PEM file of the CA certificates client certificates are verified against"),
-    Setting("ssl.client.auth", "str", "none", "client certificates on SSL/SASL_SSL listeners: none, requested (verified if "
-            "sent) or required (mutual TLS; on SSL listeners the principal is User:<certificate subject>)",
+    Setting("ssl.client.auth", "str", "none", "client certificates on SSL listeners: none, requested (verified if sent) or "
+            "required (mutual TLS); the principal is User:<certificate subject>. SASL_SSL listeners authenticate by SASL and "
+            "never ask for a certificate",
             lambda v: v.lower() in SSL_CLIENT_AUTH, "none, requested, required"),
     Setting("sasl.enabled.mechanisms", "list", ["SCRAM-SHA-256", "SCRAM-SHA-512"],
             "SASL mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer (credentials in ZooKeeper, `kafkalite users`)",

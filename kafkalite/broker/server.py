@@ -193,11 +193,12 @@ class Broker:
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
         await self.rpc_server.start(ib_host, ib_port)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
-        tls_context = server_context(self.settings) if any(spec.tls for spec in self.cfg.client_listeners()) else None
+        tls_contexts = {spec.security_protocol: server_context(self.settings, spec.security_protocol)
+                        for spec in self.cfg.client_listeners() if spec.tls}
         for spec in self.cfg.client_listeners():
             listener = ClientListener(self, spec.name, spec.security_protocol)
             self.client_listeners.append(listener)
-            await listener.start(spec.host, spec.port, serving=False, ssl=tls_context if spec.tls else None,
+            await listener.start(spec.host, spec.port, serving=False, ssl=tls_contexts.get(spec.security_protocol),
                                  ssl_handshake_timeout_s=TLS_HANDSHAKE_TIMEOUT_S)
         self.client_listener = self.client_listeners[0]
         ad_host, ad_port = self.cfg.admin_listener()

@@ -22,9 +22,14 @@ HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens the port and says nothing is d
 _VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
-    """The SSLContext of every TLS listener of this broker; a missing or bad file is a
-    ConfigError naming the key."""
+def server_context(settings: Mapping[str, Any], security_protocol: str) -> ssl.SSLContext:
+    """The SSLContext of this broker's SSL or SASL_SSL listeners; a missing or bad file is a
+    ConfigError naming the key. ssl.client.auth applies to SSL listeners, where the
+    certificate is the identity; a SASL_SSL client authenticates with SASL and is not asked
+    for a certificate (Kafka would apply ssl.client.auth to both unless overridden per
+    listener; kafkalite has no per-listener ssl settings, so one cluster can offer SCRAM over
+    TLS and mutual TLS side by side)."""
+    assert security_protocol in ("SSL", "SASL_SSL"), security_protocol
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -33,7 +38,7 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as e:
         raise ConfigError(f"config keys 'ssl.certificate.location'/'ssl.key.location': cannot load "
                           f"{settings['ssl.certificate.location']!r} with {settings['ssl.key.location']!r}: {e}") from None
-    ctx.verify_mode = _VERIFY[settings["ssl.client.auth"]]
+    ctx.verify_mode = _VERIFY[settings["ssl.client.auth"]] if security_protocol == "SSL" else ssl.CERT_NONE
     if settings["ssl.ca.location"]:
         try:
             ctx.load_verify_locations(cafile=settings["ssl.ca.location"])
