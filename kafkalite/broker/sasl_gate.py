@@ -44,7 +44,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SERVER_NONCE_BYTES = 24
+SERVER_NONCE_CHARS = 32
+_NONCE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def server_nonce() -> str:
+    """A random SCRAM server nonce of letters and digits, like Kafka's (ScramFormatter's
+    base-36 strings)."""
+    return "".join(secrets.choice(_NONCE_ALPHABET) for _ in range(SERVER_NONCE_CHARS))
 
 
 class SaslGate:
@@ -100,7 +107,7 @@ class SaslGate:
                 if not ok:
                     log.info("closing %s: SASL mechanism %r is not enabled (%s)", peer, mechanism[:64], ",".join(self.mechanisms))
                     return None
-                server = new_server(mechanism, secrets.token_urlsafe(SERVER_NONCE_BYTES), self._mock_secret)
+                server = new_server(mechanism, server_nonce(), self._mock_secret)
                 handshake_version = header.api_version
                 continue
             if api == ApiKey.SASL_AUTHENTICATE and server is not None and handshake_version >= 1:

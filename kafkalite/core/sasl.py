@@ -248,7 +248,10 @@ class ScramServer:
         attrs = _attributes(without_proof)
         if attrs.get("c") != base64.b64encode(self._gs2_header.encode()).decode():
             raise SaslAuthenticationError(f"{self.mechanism}: channel binding does not match the gs2 header")
-        if attrs.get("r") != self._nonce:
+        # Kafka's ScramSaslServer only checks that the nonce ends with the one it sent:
+        # librdkafka up to 2.0 (Debian's kcat) sends the client nonce again in front of it.
+        # The proof covers the message as sent, and the server's random part is in it.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise SaslAuthenticationError(f"{self.mechanism}: nonce does not match")
         try:
             proof = base64.b64decode(proof_attr, validate=True)

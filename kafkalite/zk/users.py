@@ -30,10 +30,10 @@ def decode_user_config(data: bytes | None, path: str) -> dict[str, str]:
     try:
         value: Any = json.loads((data or b"").decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise ZnodeDecodeError(f"{path}: not JSON ({e})") from None
+        raise ZnodeDecodeError(path, f"not JSON ({e})") from None
     config = value.get("config") if isinstance(value, dict) else None
     if not isinstance(config, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in config.items()):
-        raise ZnodeDecodeError(f"{path}: expected {{\"version\":1,\"config\":{{name: string}}}}, got {value!r:.200}")
+        raise ZnodeDecodeError(path, f"expected {{\"version\":1,\"config\":{{name: string}}}}, got {value!r:.200}")
     return dict(config)
 
 

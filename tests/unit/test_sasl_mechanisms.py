@@ -135,6 +135,23 @@ def test_scram_client_final_with_wrong_nonce_or_binding_is_rejected():
             server.receive(final)
 
 
+def test_scram_accepts_librdkafka_2_0s_client_nonce_repeated_in_front_as_kafka_does():
+    # librdkafka <= 2.0 puts c-nonce in front of the server's whole nonce (c-nonce + s-nonce);
+    # Kafka's server checks endsWith, so the proof over the message as sent must still verify.
+    stored = {"SCRAM-SHA-256": make_credential("SCRAM-SHA-256", "pencil", RFC_SALT, 4096)}
+    server = ScramServer("SCRAM-SHA-256", RFC_SERVER_NONCE, b"mock")
+    server.receive(RFC_CLIENT_FIRST)
+    first = server.credentials(stored)
+    assert isinstance(first, Challenge)
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", RFC_SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    without_proof = "c=biws,r=rOprNGfwEbeRWgbNEkqO" + first.data.decode().split(",")[0][2:]
+    auth_message = f"n=user,r=rOprNGfwEbeRWgbNEkqO,{first.data.decode()},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    assert isinstance(server.receive(f"{without_proof},p={proof}".encode()), Authenticated)
+
+
 def test_scram_message_out_of_order_is_rejected():
     server = ScramServer("SCRAM-SHA-256", RFC_SERVER_NONCE, b"mock")
     with pytest.raises(SaslAuthenticationError):
