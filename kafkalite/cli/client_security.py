@@ -64,7 +64,7 @@ class ClientSecurity:
 
 
 PLAINTEXT = ClientSecurity({})
-_current: ClientSecurity = PLAINTEXT
+_current: ClientSecurity | None = None  # None: not configured yet, $KAFKALITE_COMMAND_CONFIG decides
 
 
 def parse_properties(text: str, source: str = "command config") -> dict[str, str]:
@@ -111,17 +111,19 @@ def configure(path: str | None) -> ClientSecurity:
 
 
 def current() -> ClientSecurity:
-    return _current
+    """This process's client security: as configured, else from $KAFKALITE_COMMAND_CONFIG
+    (so helper processes a command starts, e.g. bin/chaos's group members, inherit it)."""
+    return _current if _current is not None else configure(None)
 
 
 def librdkafka_config() -> dict[str, str]:
     """The command config's properties for confluent-kafka clients (bootstrap.servers
     excluded: the command decides it)."""
-    return {k: v for k, v in _current.properties.items() if k != "bootstrap.servers"}
+    return {k: v for k, v in current().properties.items() if k != "bootstrap.servers"}
 
 
 def bootstrap_default() -> str | None:
-    return _current.properties.get("bootstrap.servers") or None
+    return current().properties.get("bootstrap.servers") or None
 
 
 def client_context(security: ClientSecurity) -> ssl.SSLContext:
@@ -139,7 +141,7 @@ def client_context(security: ClientSecurity) -> ssl.SSLContext:
 def connect(host: str, port: int, connect_timeout_s: float, timeout_s: float, client_id: str) -> socket.socket:
     """A connected socket ready for Kafka requests: TLS and SASL done as the command config
     says. OSError when the broker is unreachable, refuses TLS or the credentials."""
-    security = _current
+    security = current()
     sock = socket.create_connection((host, port), timeout=connect_timeout_s)
     try:
         sock.settimeout(timeout_s)
