@@ -184,9 +184,12 @@ class ClientListener(StreamServer):
                 writer.close()
                 return
             if parts:
-                writer.writelines(parts)
-                self.broker.metrics.request_total(api, time.monotonic() - read_at)
-                await writer.drain()
+                try:
+                    writer.writelines(parts)
+                    self.broker.metrics.request_total(api, time.monotonic() - read_at)
+                    await writer.drain()
+                except (ConnectionError, OSError):
+                    return  # the client went away (a TLS transport says so as ConnectionResetError)
 
 
 def _done(data: bytes) -> asyncio.Task:
