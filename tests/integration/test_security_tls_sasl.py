@@ -322,6 +322,8 @@ def test_sasl_handshake_v0_carries_scram_tokens_as_bare_frames(secure):
 
         client.verify(token(client.final(token(client.first()))))
         assert raw.request(ApiKey.METADATA, 5, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})["topics"][0]["name"] == TOPIC
+        # a second handshake on an authenticated connection: Kafka's ILLEGAL_SASL_STATE
+        assert raw.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
     finally:
         raw.close()
 
