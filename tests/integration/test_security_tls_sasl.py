@@ -422,3 +422,32 @@ def test_cli_commands_take_the_command_config(secure, tmp_path):
     assert "cli-line" in consumed.stdout.splitlines()
     without = _cli("topics", "list", "--bootstrap", secure["props"]["bootstrap.servers"])
     assert without.returncode == 1
+
+
+def test_sasl_plaintext_with_plain_and_scram_sha_256_on_a_one_broker_cluster(zk_server, tmp_path):
+    """The other mechanisms, end to end with real clients, on a SASL_PLAINTEXT listener
+    (a 1-broker cluster of its own: the shared one offers SCRAM-SHA-512 only)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    sasl_ssl, ib, admin_port, sasl_plain = free_ports(4)
+    cluster = LocalCluster(tmp_path / "c", brokers=1, zk_connect=fresh_chroot(zk_server, "saslplain"),
+                           ports=[(sasl_ssl, ib, admin_port)], secure=True,
+                           overrides={**TEST_BROKER_OVERRIDES, "default.replication.factor": 1, "offsets.topic.replication.factor": 1,
+                                      "listeners": f"SASL_SSL://127.0.0.1:{sasl_ssl},SASL_PLAINTEXT://127.0.0.1:{sasl_plain}",
+                                      "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"})
+    try:
+        status = cluster.up()
+        props = client_security.parse_properties(Path(status["client_config"]).read_text())
+        base = {"bootstrap.servers": f"127.0.0.1:{sasl_plain}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.username": props["sasl.username"], "sasl.password": props["sasl.password"]}
+        admin = AdminClient({**base, "sasl.mechanisms": "PLAIN"})
+        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)]).values():
+            f.result(timeout=30)
+        _confluent_round_trip({**base, "sasl.mechanisms": "PLAIN"}, "plain")
+        _confluent_round_trip({**base, "sasl.mechanisms": "SCRAM-SHA-256"}, "scram-256")
+        from confluent_kafka import KafkaException
+
+        with pytest.raises(KafkaException):
+            AdminClient({**base, "sasl.mechanisms": "PLAIN", "sasl.password": "wrong"}).list_topics(timeout=3)
+    finally:
+        cluster.down()
