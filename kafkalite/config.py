@@ -134,6 +134,13 @@ class ClientListenerConfig:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
+THROTTLE_UNLIMITED = (1 << 63) - 1  # Kafka's default replication throttle: Long.MAX_VALUE, none
+
+# `authorizer.class.name` values that turn on kafkalite's ACL authorizer: Kafka's two
+# class names (so a Kafka server.properties works unchanged) and our own.
+AUTHORIZER_CLASS_NAMES = frozenset({"", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                                    "kafkalite.AclAuthorizer"})
+
 _SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
     Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
@@ -161,6 +168,11 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state, status page /)", _listener, "HOST:PORT"),
     Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
     Setting("zookeeper.session.timeout.ms", "int", 6000, "ZooKeeper session timeout", _positive, "> 0"),
+    Setting("zookeeper.set.acl", "bool", False,
+            "create the cluster's znodes with ACLs: ALL for the brokers' digest identity, READ for everyone (needs credentials)"),
+    Setting("zookeeper.digest.user", "str", "", "ZooKeeper digest user of the brokers and admin tools"),
+    Setting("zookeeper.digest.password", "str", "", "its password (or use zookeeper.digest.file)"),
+    Setting("zookeeper.digest.file", "str", "", "a file holding one line user:password (instead of the two keys above)"),
     Setting("zookeeper.classpath", "str", "", "classpath of the ZooKeeper jars (bin/cluster)"),
     Setting("log.dirs", "list", ["/tmp/kafkalite-logs"], "comma-separated data directories"),
     Setting("broker.rack", "str", "", "rack id of this broker (rack-aware placement, KIP-392)"),
@@ -229,7 +241,22 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.max.size", "int", 2147483647, "most members in one consumer group", _positive, "> 0"),
     Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
             _non_negative, ">= 0"),
+    Setting("leader.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+            "bytes/s a leader serves to replicas being added (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
+    Setting("follower.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+            "bytes/s a follower being added fetches (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
+    Setting("inter.broker.secret", "str", "",
+            "shared secret of the cluster's brokers: every inter-broker RPC connection starts with an HMAC-SHA256 "
+            "challenge-response on it (empty, with no secret file: RPC unauthenticated); at least 16 bytes",
+            lambda v: v == "" or len(v.encode()) >= 16, "empty or at least 16 bytes"),
+    Setting("inter.broker.secret.file", "str", "", "a file holding the inter-broker secret (instead of inter.broker.secret)"),
+    Setting("authorizer.class.name", "str", "",
+            "ACL authorization of client requests: empty = none (anyone may do anything), or "
+            "kafka.security.authorizer.AclAuthorizer (also kafka.security.auth.SimpleAclAuthorizer, kafkalite.AclAuthorizer)",
+            lambda v: v in AUTHORIZER_CLASS_NAMES, "empty, " + ", ".join(sorted(n for n in AUTHORIZER_CLASS_NAMES if n))),
+    Setting("super.users", "str", "", "principals allowed everything, separated by semicolons (User:admin;User:CN=broker)"),
+    Setting("allow.everyone.if.no.acl.found", "bool", False, "with an authorizer: allow a resource that has no ACL at all"),
     Setting("log.level", "str", "INFO", "logging level", lambda v: v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "DEBUG, INFO, WARNING, ERROR"),
 )
 
@@ -297,6 +324,14 @@ def _coerce(name: str, kind: str, raw: Any) -> Any:
         raise ConfigError(f"config key {name!r}: bad value {raw!r}, expected {allowed}") from None
 
 
+def coerce_setting(setting: Setting, raw: Any) -> Any:
+    """A broker setting's typed value; ConfigError names the key when it is bad."""
+    value = _coerce(setting.name, setting.kind, raw)
+    if setting.check is not None and not setting.check(value):
+        raise ConfigError(f"config key {setting.name!r}: bad value {raw!r}, allowed: {setting.allowed}")
+    return value
+
+
 def validate_topic_config(config: Mapping[str, Any]) -> dict[str, str]:
     """Check a topic's config overrides; returns them normalised to strings."""
     out: dict[str, str] = {}
@@ -325,10 +360,8 @@ class BrokerConfig:
                 close = [k for k in SETTINGS if k.split(".")[-1] == key.split(".")[-1]]
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown config key {key!r}{hint}")
-            value = _coerce(key, setting.kind, raw)
-            if setting.check is not None and not setting.check(value):
-                raise ConfigError(f"config key {key!r}: bad value {raw!r}, allowed: {setting.allowed}")
-            merged[key] = value
+            merged[key] = coerce_setting(setting, raw)
+        self.explicit = frozenset(merged)  # the keys a file, the environment or --override set
         for setting in _SETTINGS:
             if setting.name not in merged:
                 if setting.default is None:

@@ -14,18 +14,39 @@ once where it would have run many times.
 executor threads): the collector is enabled again when the last block ends. It never
 enables a collector that someone else disabled. Only the shell uses it: the core stays
 free of process-wide switches (DESIGN.md section 10).
+
+**Settling the heap after bulk work.** Pausing is not enough on its own: the objects such a
+block leaves alive (a partition's log, segments, replica state, its metadata) stay alive
+for hours, and every full collection walks them again. Meanwhile ordinary traffic keeps
+promoting short-lived objects (a follower's fetch of thousands of partitions is parked for
+up to half a second, long enough to reach the oldest generation), and CPython runs a full
+collection whenever those exceed a quarter of the long-lived heap. Measured on an idle
+broker holding 6,667 replicas of a 10,000-partition topic: a full collection every ~1.4 s,
+165 ms each, 12% of a core for nothing. `settle_if_due()`, called by the broker's periodic
+work, collects once a little after bulk work has ended and then freezes the survivors
+(`gc.freeze()`: they move to a permanent generation no collection walks); later full
+collections walk only what is young. Frozen objects that die in a cycle are found again
+at the next settle, which unfreezes first.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 _lock = threading.Lock()
 _depth = 0  # blocks open now, in every thread
 _paused_by_us = False  # whether the collector was on when the first of them began
+_bulk_ended_at: float | None = None  # monotonic time the last block ended, if not settled since
+_settled_at = float("-inf")
+
+# A settle waits until bulk work has been quiet this long (a broker applying a LeaderAndIsr
+# often gets an UpdateMetadata right after), and comes at most this often.
+SETTLE_QUIET_S = 2.0
+SETTLE_INTERVAL_MIN_S = 30.0
 
 # Frames smaller than this are decoded with the collector as it is: pausing costs two
 # calls, and a small frame makes too few objects to trigger a collection anyway.
@@ -34,7 +55,7 @@ BULK_FRAME_BYTES_MIN = 64 * 1024
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    global _depth, _paused_by_us
+    global _depth, _paused_by_us, _bulk_ended_at
     with _lock:
         if _depth == 0:
             _paused_by_us = gc.isenabled()
@@ -47,9 +68,37 @@ def gc_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             assert _depth >= 0
+            _bulk_ended_at = time.monotonic()
             if _depth == 0 and _paused_by_us:
                 _paused_by_us = False
                 gc.enable()
+
+
+def note_bulk_work() -> None:
+    """Bulk work outside a paused block (e.g. loading every log at start-up) also asks for a settle."""
+    global _bulk_ended_at
+    with _lock:
+        _bulk_ended_at = time.monotonic()
+
+
+def settle_if_due(now: float | None = None) -> float | None:
+    """Collect and freeze the survivors if bulk work ended SETTLE_QUIET_S ago or more and
+    the last settle was SETTLE_INTERVAL_MIN_S ago or more; returns the seconds it took, or
+    None if it was not due. Call it from the thread that runs the process's main work."""
+    global _bulk_ended_at, _settled_at
+    now = time.monotonic() if now is None else now
+    with _lock:
+        due = (_depth == 0 and _bulk_ended_at is not None and now - _bulk_ended_at >= SETTLE_QUIET_S
+               and now - _settled_at >= SETTLE_INTERVAL_MIN_S)
+        if not due:
+            return None
+        _bulk_ended_at = None
+        _settled_at = now
+    started = time.perf_counter()
+    gc.unfreeze()  # what died in a cycle since the last settle is found again
+    gc.collect()
+    gc.freeze()
+    return time.perf_counter() - started
 
 
 def depth() -> int:

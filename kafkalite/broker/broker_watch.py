@@ -37,14 +37,14 @@ RETRY_S = 0.2
 
 class ProcessWatch:
     def __init__(self, broker_id: int, epoch: int, host: str, port: int, *, sender: int,
-                 on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None]) -> None:
+                 on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None], secret: bytes | None = None) -> None:
         self.state = ProcessWatchState(broker_id, epoch)
         self.address = (host, port)
         self._dropped = asyncio.Event()
         # Set while a verdict stands (connected and answered as this process, or gone); clear
         # from the moment the connection ends until the next verdict.
         self.settled = asyncio.Event()
-        self._client = RpcClient(host, port, sender=sender, on_drop=self._on_drop)
+        self._client = RpcClient(host, port, sender=sender, on_drop=self._on_drop, secret=secret)
         self._on_gone = on_gone
         self._on_back = on_back
         self._tasks: set[asyncio.Task] = set()
@@ -100,8 +100,10 @@ class ProcessWatch:
 class ProcessWatches:
     """The watches of the controller: one per live registration but its own."""
 
-    def __init__(self, own_id: int, on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None]) -> None:
+    def __init__(self, own_id: int, on_gone: Callable[[int, int], None], on_back: Callable[[int, int], None],
+                 secret: bytes | None = None) -> None:
         self.own_id = own_id
+        self.secret = secret  # the inter-broker RPC secret (kafkalite.rpc.auth), None: off
         self.on_gone = on_gone
         self.on_back = on_back
         self.watches: dict[int, ProcessWatch] = {}
@@ -128,7 +130,7 @@ class ProcessWatches:
         for bid, (epoch, host, port) in registrations.items():
             if bid != self.own_id and bid not in self.watches:
                 self.watches[bid] = ProcessWatch(bid, epoch, host, port, sender=self.own_id, on_gone=self.on_gone,
-                                                 on_back=self.on_back)
+                                                 on_back=self.on_back, secret=self.secret)
 
     async def settled(self, broker_ids: Iterable[int], timeout_s: float) -> None:
         """Until every watch of these brokers whose connection just ended has its verdict
@@ -158,8 +160,9 @@ class ControllerWatch:
     session), and the brokers elect a new controller without waiting for the session."""
 
     def __init__(self, own_id: int, read_registration: Callable[[int], Awaitable[tuple[int, str, int] | None]],
-                 remove_controller: Callable[[int, int], Awaitable[bool]]) -> None:
+                 remove_controller: Callable[[int, int], Awaitable[bool]], secret: bytes | None = None) -> None:
         self.own_id = own_id
+        self.secret = secret  # the inter-broker RPC secret (kafkalite.rpc.auth), None: off
         self._read_registration = read_registration  # broker -> (epoch, host, inter-broker port)
         self._remove_controller = remove_controller
         self.watch: ProcessWatch | None = None
@@ -184,7 +187,7 @@ class ControllerWatch:
             return
         epoch, host, port = found
         self.watch = ProcessWatch(controller_id, epoch, host, port, sender=self.own_id, on_gone=self._gone,
-                                  on_back=lambda b, e: None)
+                                  on_back=lambda b, e: None, secret=self.secret)
 
     def _gone(self, broker_id: int, epoch: int) -> None:
         spawn(self._remove(broker_id, epoch), name="remove-gone-controller", owner=self._tasks)

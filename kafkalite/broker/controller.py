@@ -24,6 +24,7 @@ from kafkalite.broker.controller_events import (
     AlterIsr,
     AutoRebalance,
     BrokerChange,
+    ConfigChange,
     ControlledShutdown,
     ControllerEvent,
     Elect,
@@ -64,7 +65,8 @@ ELECTION_RETRY_S = 0.5  # after a failover (or an admin-path event) that failed 
 # a partition add or removal, waited for the next admin change or controller failover
 # (found by the simulator, issue 9, sweep seed 60). Running one again is harmless: each
 # re-reads its znode and decides from what it finds.
-RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange)
+RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange, ConfigChange)
+CONFIG_CHANGE_EXPIRATION_S = 15 * 60
 
 
 class Controller:
@@ -80,11 +82,13 @@ class Controller:
         self.epoch_zk_version: int | None = None
         self.channel: ControllerChannel | None = None
         self.watches: ProcessWatches | None = None  # while active, if process.watch.enable
+        self.rpc_secret: bytes | None = None  # the inter-broker RPC secret (kafkalite.rpc.auth), set by the broker
         self._answered = asyncio.Event()  # a broker answered a request the core waits on
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
         self._owned: set[asyncio.Task] = set()
         self._unclean_counted = 0
+        self._config_change_seen = ""  # the last /config/changes notification handled (issue 16)
         # Set by the broker: registrations (broker -> epoch) its own process watches found
         # gone. A new controller starts from them instead of waiting for its own watches to
         # find the same again (issue 13: the controller's death is often also a broker's).
@@ -165,6 +169,8 @@ class Controller:
                 await self._run_core(core.ReplicasOffline(reports))
             case TopicChange():
                 await self._run_core(await self._read_topic_change())
+            case ConfigChange():
+                await self._on_config_change()
             case TopicDeletion():
                 marked = await self._zk(self.zk.get_topics_marked_for_deletion)
                 if marked:
@@ -339,6 +345,22 @@ class Controller:
             log.warning("unreadable %s; removing it", paths.preferred_replica_election_path())
             return ()
 
+    async def _on_config_change(self) -> None:
+        """Issue 16: topics named by new /config/changes notifications get their configs
+        re-read and sent to every broker. Notifications older than CONFIG_CHANGE_EXPIRATION_S
+        are removed (Kafka's 15 minutes: every broker has seen them)."""
+        changes = await self._zk(self.zk.get_config_changes)
+        new = [(n, e) for n, e, _t in changes if n > self._config_change_seen]
+        topics = sorted({e.partition("/")[2] for _n, e in new if e is not None and e.startswith("topics/")})
+        if topics:
+            assignments = await self._zk(self.zk.get_topic_assignments, topics)
+            await self._run_core(core.TopicConfigsChanged({t: dict(a.config) for t, (a, _v) in assignments.items()}))
+        if new:  # only once handled: a ZooKeeper error above retries them (RETRIED_AFTER_ZK_ERROR)
+            self._config_change_seen = max(n for n, _e in new)
+        expired = [n for n, _e, ctime in changes if ctime and time.time() - ctime > CONFIG_CHANGE_EXPIRATION_S]
+        for name in expired:
+            await self._zk(self.zk.delete_if_exists, paths.config_change_path(name))
+
     # -- election and failover (seed section D) ------------------------------------------
     async def _elect(self) -> None:
         if self.core.active or not self.settings["controller.enable"]:
@@ -351,11 +373,14 @@ class Controller:
         self.epoch_zk_version = won.epoch_zk_version
         t0 = time.monotonic()
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, won.epoch)
-        self.channel = ControllerChannel(self.broker_id, self.settings["controller.socket.timeout.ms"], self._on_channel_response)
+        self.channel = ControllerChannel(self.broker_id, self.settings["controller.socket.timeout.ms"], self._on_channel_response,
+                                         secret=self.rpc_secret)
         if self.settings["controller.process.watch.enable"] and self.watches is None:
             self.watches = ProcessWatches(self.broker_id, lambda b, e: self.enqueue(ProcessGone(b, e)),
-                                          lambda b, e: self.enqueue(ProcessBack(b, e)))
+                                          lambda b, e: self.enqueue(ProcessBack(b, e)), secret=self.rpc_secret)
         brokers = await self._read_brokers()
+        # Notifications up to now are in the configs read below (issue 16).
+        self._config_change_seen = max((n for n, _e, _t in await self._zk(self.zk.get_config_changes)), default="")
         t_read = time.monotonic()
         topics, states, written_zxid = await self._read_topics(await self._zk(self.zk.get_topics))
         t_read = time.monotonic() - t_read

@@ -101,8 +101,10 @@ def _release(items: list[_Queued]) -> None:
 
 
 class ControllerChannel:
-    def __init__(self, sender_id: int, timeout_ms: int, on_response: Callable[[int, str, dict[str, Any]], None]):
+    def __init__(self, sender_id: int, timeout_ms: int, on_response: Callable[[int, str, dict[str, Any]], None],
+                 secret: bytes | None = None):
         self.sender_id = sender_id
+        self.secret = secret  # the inter-broker RPC secret (kafkalite.rpc.auth), None: off
         self.timeout_ms = timeout_ms
         self.on_response = on_response
         self.senders: dict[int, BrokerSender] = {}
@@ -115,7 +117,7 @@ class ControllerChannel:
             return
         if old is not None:
             spawn(old.close(), name=f"close-sender-{broker_id}", owner=self._closing)
-        self.senders[broker_id] = BrokerSender(broker_id, broker_epoch, RpcClient(host, port, sender=self.sender_id), self.timeout_ms, self.on_response)
+        self.senders[broker_id] = BrokerSender(broker_id, broker_epoch, RpcClient(host, port, sender=self.sender_id, secret=self.secret), self.timeout_ms, self.on_response)
 
     def remove_broker(self, broker_id: int) -> None:
         old = self.senders.pop(broker_id, None)

@@ -52,6 +52,11 @@ class TopicChange:
 
 
 @dataclass(frozen=True)
+class ConfigChange:
+    """Issue 16: the children of /config/changes changed (a config was altered)."""
+
+
+@dataclass(frozen=True)
 class TopicDeletion:
     """Topics were marked under /admin/delete_topics."""
 
@@ -113,6 +118,7 @@ class LogDirFailuresChange:
 ControllerEvent = (
     Elect | Resign | BrokerChange | LogDirFailuresChange | TopicChange | TopicDeletion | PreferredElectionZnode | AutoRebalance
     | AlterIsr | ControlledShutdown | PreferredElection | ReassignmentChange | PartitionsAddChange | PartitionsRemoveChange
+    | ConfigChange
 )
 Replying = AlterIsr | ControlledShutdown | PreferredElection
 

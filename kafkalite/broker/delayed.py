@@ -1,7 +1,8 @@
 """The asyncio side of the purgatories (DESIGN.md section 5, "Purgatory").
 
 Which delayed operation is complete, expired or cancelled is decided by the pure
-kafkalite.core.purgatory (Purgatory, DelayedProduce, DelayedFetch); this module only parks a future per
+kafkalite.core.purgatory (Purgatory, DelayedProduce, DelayedFetch) and kafkalite.core.delete_records
+(DelayedDeleteRecords); this module only parks a future per
 operation, wakes the purgatory when a partition's HW, LEO or role moved (`wake`), and runs
 one timer that polls it at its next deadline. Both purgatories are bounded: past
 `size_max` a new produce is answered at once (REQUEST_TIMED_OUT for what is not done) and a
@@ -17,6 +18,7 @@ from typing import Any
 
 from kafkalite.clock import monotonic_ms as now_ms
 from kafkalite.core.codes import PurgatoryFullError
+from kafkalite.core.delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
 from kafkalite.core.purgatory import DelayedFetch, DelayedProduce, FetchProbe, ProducePartitionStatus, Purgatory
 
 TP = tuple[str, int]
@@ -28,6 +30,7 @@ class DelayedOperations:
         self.lookup = lookup
         self.produce = Purgatory[int](size_max)
         self.fetch = Purgatory[int](size_max)
+        self.delete_records = Purgatory[int](size_max)
         self._ids = itertools.count(1)
         self._futures: dict[int, asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -51,6 +54,7 @@ class DelayedOperations:
         rate of small acks=all requests hundreds wait per partition, and walking them all
         on every append made the leader's work grow with the square of the rate."""
         completed = self.produce.check_and_complete(key) if produce else []
+        completed += self.delete_records.check_and_complete(key)  # rare: walked on every wake at no cost when empty
         for op_id in completed + self.fetch.check_and_complete(key):
             self._resolve(op_id)
 
@@ -60,7 +64,8 @@ class DelayedOperations:
             fut.set_result(None)
 
     def _arm_timer(self) -> None:
-        deadlines = [d for d in (self.produce.next_deadline_ms, self.fetch.next_deadline_ms) if d is not None]
+        deadlines = [d for d in (self.produce.next_deadline_ms, self.fetch.next_deadline_ms,
+                                 self.delete_records.next_deadline_ms) if d is not None]
         if not deadlines:
             return
         at = min(deadlines)
@@ -75,7 +80,7 @@ class DelayedOperations:
         self._timer = None
         self._timer_at_ms = None
         t = now_ms()
-        for op_id in self.produce.poll(t) + self.fetch.poll(t):
+        for op_id in self.produce.poll(t) + self.fetch.poll(t) + self.delete_records.poll(t):
             self._resolve(op_id)
         self._arm_timer()
 
@@ -107,6 +112,23 @@ class DelayedOperations:
         if not all(s.done for s in op.partitions.values()):
             op.on_expiration()  # expired (or refused at the bound): the rest time out
         return {tp: int(code) for tp, code in op.result().items()}
+
+    async def wait_delete_records(self, statuses: dict[TP, DeleteRecordsPartitionStatus], timeout_ms: int) -> dict[TP, tuple[int, int]]:
+        """DeleteRecords' acks: until every partition's low watermark (the least log start
+        over its ISR) reaches the new log start, its leadership goes, or timeout. Per
+        partition: (error code, low watermark)."""
+        op = DelayedDeleteRecords(statuses)
+
+        def check() -> bool:
+            return op.try_complete(self.lookup)
+
+        try:
+            await self._park(self.delete_records, list(statuses), now_ms() + timeout_ms, check)
+        except PurgatoryFullError:
+            pass
+        if not all(s.done for s in op.partitions.values()):
+            op.on_expiration()
+        return {tp: (int(code), low) for tp, (code, low) in op.result().items()}
 
     async def wait_fetch(self, op: DelayedFetch, max_wait_ms: float, probe: Callable[[TP, int], FetchProbe | None]) -> None:
         """Until the core's DelayedFetch is complete (min_bytes available, a partition

@@ -9,11 +9,13 @@ that carried the request is closed (issue 8).
 
 from __future__ import annotations
 
+from kafkalite import dynamic_config
 from kafkalite.core.codes import CoreError
 from kafkalite.log import errors as log_errors
 from kafkalite.protocol.errors import ErrorCode, KafkaliteError, error_from_code
 
-OPERATING_ERRORS: tuple[type[Exception], ...] = (KafkaliteError, CoreError, log_errors.LogError)
+OPERATING_ERRORS: tuple[type[Exception], ...] = (KafkaliteError, CoreError, log_errors.LogError,
+                                                 dynamic_config.InvalidConfig, dynamic_config.InvalidConfigRequest)
 
 _LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
     log_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
@@ -21,6 +23,10 @@ _LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
     log_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
     log_errors.LogDirError: ErrorCode.KAFKA_STORAGE_ERROR,
     log_errors.OffsetMismatchError: ErrorCode.UNKNOWN_SERVER_ERROR,
+    # Issue 16: an alteration naming an unknown or read-only config or a bad value, and one
+    # that is malformed (a name twice, an unknown operation).
+    dynamic_config.InvalidConfig: ErrorCode.INVALID_CONFIG,
+    dynamic_config.InvalidConfigRequest: ErrorCode.INVALID_REQUEST,
 }
 
 

@@ -42,6 +42,11 @@ class FetcherTask:
         self.leader_id = leader_id
         self.partitions: dict[TP, Follow] = {}
         self._records_answered_at: float | None = None  # the last answer brought records (turnaround metric)
+        # The incremental fetch session with this leader (kafkalite.core.fetch_session):
+        # its id and the epoch our next request carries (0, 0: the next request is full and
+        # opens one), and what the leader holds of each partition since our last request.
+        self._session = (0, 0)
+        self._sent: dict[TP, tuple[int, int, int]] = {}
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self._task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else manager.on_fatal(t.exception()))
@@ -119,23 +124,55 @@ class FetcherTask:
         finally:
             _answered(todo)
 
+    def _reset_session(self) -> None:
+        self._session = (0, 0)
+        self._sent = {}
+
     async def _fetch_once(self, client: RpcClient, ready: dict[TP, Follow]) -> None:
+        """One ReplicaFetch in our session with the leader: a full request opens it; later
+        ones carry only the partitions whose fetch state changed, and those we no longer
+        fetch (in backoff, truncating, throttled, moved or gone) as `forgotten`."""
         settings = self.manager.settings
-        req = [[tp[0], tp[1], f.replica.leo, f.leader_epoch, f.latest_epoch()] for tp, f in ready.items()]
+        state = {tp: (f.replica.leo, f.leader_epoch, f.latest_epoch(), f.replica.log_start_offset) for tp, f in ready.items()}
+        sent = self._sent
+        if self._session[0] == 0:
+            req = [[tp[0], tp[1], *st] for tp, st in state.items()]
+            forgotten: list[list[Any]] = []
+        else:
+            req = [[tp[0], tp[1], *st] for tp, st in state.items() if sent.get(tp) != st]
+            forgotten = [[tp[0], tp[1]] for tp in sent if tp not in state]
         if self._records_answered_at is not None:
             self.manager.metrics.replica_fetch_turnaround.observe(time.monotonic() - self._records_answered_at)
             self._records_answered_at = None
-        header, payload = await self._call(client, "ReplicaFetch", {
-            "max_wait_ms": settings["replica.fetch.wait.max.ms"],
-            "min_bytes": settings["replica.fetch.min.bytes"],
-            "max_bytes": settings["replica.fetch.response.max.bytes"],
-            "partition_max_bytes": settings["replica.fetch.max.bytes"],
-            "partitions": req,
-        }, ready, settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
+        try:
+            header, payload = await self._call(client, "ReplicaFetch", {
+                "max_wait_ms": settings["replica.fetch.wait.max.ms"],
+                "min_bytes": settings["replica.fetch.min.bytes"],
+                "max_bytes": settings["replica.fetch.response.max.bytes"],
+                "partition_max_bytes": settings["replica.fetch.max.bytes"],
+                "partitions": req,
+                "session": list(self._session),
+                "forgotten": forgotten,
+            }, ready, settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
+        except RpcError:
+            self._reset_session()  # the leader may or may not have applied it
+            raise
         if len(payload):
             self._records_answered_at = time.monotonic()
+        error = header.get("error", 0)
+        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            log.info("fetch session with broker %d lost (error %d); opening a new one", self.leader_id, error)
+            self._reset_session()
+            _answered(ready)
+            return
+        session = header.get("session")
+        if error != 0 or session is None:  # (None: a leader without sessions; every request is full)
+            self._reset_session()
+        else:
+            self._session = (int(session[0]), int(session[1]))
+            self._sent = state  # the leader's session now holds exactly these
         try:
-            if header.get("error", 0) != 0:
+            if error != 0:
                 for f in ready.values():
                     self._on_partition_error(f, int(header["error"]))
                 raise RpcError(f"ReplicaFetch refused with error {header['error']}")
@@ -157,6 +194,9 @@ class FetcherTask:
                 part = f.replica
                 assert isinstance(part, Partition)
                 part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                # Follow the leader's log start (DeleteRecords): never above our own HW.
+                part.advance_log_start(min(log_start, part.hw))
+                part.lag_behind_leader = max(leo - part.leo, 0)
                 self.manager.quotas.record_follower(part.tp, size, monotonic_ms())
                 f.on_fetched(hw)
                 self.manager.on_fetched(part.tp, max(leo - part.leo, 0))

@@ -16,7 +16,9 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.broker import acl_apis, records_apis
 from kafkalite.broker.client_listener import current_listener
+from kafkalite.broker.config_apis import ConfigApis
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
@@ -74,9 +76,18 @@ class KafkaApis:
         self.rm = broker.replica_manager
         self.cache = broker.metadata_cache
         self.settings = broker.settings
+        self.configs = ConfigApis(broker, topic_name_error)
 
     async def handle(self, header: RequestHeader, body: dict[str, Any], client_address: str = "") -> dict[str, Any] | None:
-        """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata)."""
+        """`client_address`: the client's IP as the listener sees it (KIP-392 ClientMetadata).
+        With an authorizer, the request is first checked against the ACLs
+        (kafkalite.broker.authorization): what is refused never reaches the handler."""
+        if self.broker.authorizer is not None and header.api_key != ApiKey.API_VERSIONS:
+            return await self.broker.request_authorizer.handle(
+                header, body, lambda h, b: self._dispatch(h, b, client_address))
+        return await self._dispatch(header, body, client_address)
+
+    async def _dispatch(self, header: RequestHeader, body: dict[str, Any], client_address: str) -> dict[str, Any] | None:
         key = header.api_key
         if key in GROUP_APIS:
             return await self.broker.groups.serve(header, body, client_address, lambda tp: self.cache.partition(*tp) is not None)
@@ -544,30 +555,15 @@ class KafkaApis:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
-    # -- DescribeConfigs ----------------------------------------------------------------
+    # -- DescribeConfigs / AlterConfigs / IncrementalAlterConfigs (kafkalite.broker.config_apis)
     async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
-        results = []
-        for r in body["resources"]:
-            name = r["resource_name"]
-            configs = []
-            code = 0
-            if r["resource_type"] == 2:  # topic
-                if name not in self.cache.topics:
-                    code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                else:
-                    for k, v in sorted(self.cache.topic_configs.get(name, {}).items()):
-                        configs.append({"name": k, "value": v, "read_only": False, "is_default": False, "config_source": 1, "is_sensitive": False, "synonyms": []})
-            elif r["resource_type"] == 4:  # broker
-                for k, v in sorted(self.settings.items()):
-                    configs.append({"name": k, "value": ",".join(v) if isinstance(v, list) else str(v), "read_only": True, "is_default": False, "config_source": 4, "is_sensitive": False, "synonyms": []})
-            else:
-                code = int(ErrorCode.INVALID_REQUEST)
-            keys = r.get("configuration_keys")
-            if keys is not None:
-                configs = [c for c in configs if c["name"] in keys]
-            results.append({"error_code": code, "error_message": None, "resource_type": r["resource_type"], "resource_name": name, "configs": configs})
-        return {"throttle_time_ms": 0, "results": results}
+        return await self.configs.describe_configs(header.api_version, body)
 
+    async def alter_configs(self, header: RequestHeader, body: dict) -> dict:
+        return await self.configs.alter_configs(body, incremental=False)
+
+    async def incremental_alter_configs(self, header: RequestHeader, body: dict) -> dict:
+        return await self.configs.alter_configs(body, incremental=True)
 
     # -- ElectLeaders (preferred replica election, KIP-460 type 0) -----------------------
     async def elect_leaders(self, header: RequestHeader, body: dict) -> dict:
@@ -638,7 +634,14 @@ _HANDLERS = {
     ApiKey.DELETE_TOPICS: KafkaApis.delete_topics,
     ApiKey.INIT_PRODUCER_ID: KafkaApis.init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: KafkaApis.describe_configs,
+    ApiKey.ALTER_CONFIGS: KafkaApis.alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: KafkaApis.incremental_alter_configs,
     ApiKey.ELECT_LEADERS: KafkaApis.elect_leaders,
     ApiKey.CREATE_PARTITIONS: KafkaApis.create_partitions,
     ApiKey.FIND_COORDINATOR: KafkaApis.find_coordinator,
+    ApiKey.DESCRIBE_ACLS: lambda apis, header, body: acl_apis.describe_acls(apis.broker, header, body),
+    ApiKey.CREATE_ACLS: lambda apis, header, body: acl_apis.create_acls(apis.broker, header, body),
+    ApiKey.DELETE_ACLS: lambda apis, header, body: acl_apis.delete_acls(apis.broker, header, body),
+    ApiKey.DELETE_RECORDS: records_apis.delete_records_handler,
+    ApiKey.DESCRIBE_LOG_DIRS: records_apis.describe_log_dirs_handler,
 }

@@ -83,6 +83,9 @@ class Partition(Replica):
         # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
         # made at the first append, so a partition never led costs nothing.
         self.append_times: AppendTimes | None = None
+        # A follower's lag behind the leader's LEO as its last fetch answer showed it
+        # (DescribeLogDirs' offset_lag); 0 on a leader.
+        self.lag_behind_leader = 0
 
     def epoch_at(self, offset: int) -> int:
         """The leader epoch the log records for `offset`; -1 outside the log."""
@@ -119,6 +122,8 @@ class Partition(Replica):
         self.producers = ProducerStateTable.rebuild(
             _producer_batch(h) for h in self.log.iter_batch_headers() if h.producer_id >= 0 and h.base_sequence >= 0
         )
+        # The first batch read may start below a log start DeleteRecords set inside it.
+        self.producers.evict_below(self.log.log_start_offset)
         self._producers_loaded = True
 
     # -- leader: produce ----------------------------------------------------------------
@@ -170,6 +175,24 @@ class Partition(Replica):
             self._producers_loaded = False  # rebuilt from what is left at the next leadership
         with disk_io(self.log):
             super().truncate_to(offset)
+
+    def advance_log_start(self, offset: int) -> bool:
+        """DeleteRecords on the leader, or a follower following the leader's log start:
+        the log start moves up to `offset` (bounded by the HW), the segments wholly below
+        it are deleted, the state, the epoch cache and the producer state follow. Returns
+        whether it moved; waiters are woken (a DeleteRecords waits on the low watermark)."""
+        assert offset <= self.hw
+        with disk_io(self.log):
+            moved = self.log.maybe_increment_log_start_offset(offset)
+        if moved:
+            self.after_log_start_moved()
+        return moved
+
+    def after_log_start_moved(self) -> None:
+        """The log's start moved (advance_log_start, or retention deleted segments)."""
+        self.log_start_moved()
+        self.producers.evict_below(self.log.log_start_offset)
+        self.notify(hw_may_have_moved=False)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with disk_io(self.log):

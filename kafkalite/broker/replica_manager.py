@@ -26,6 +26,8 @@ from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ReadSource
+from kafkalite.core.delete_records import DeleteRecordsPartitionStatus
+from kafkalite.core.fetch_session import FetchSession, FetchSessions
 from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
 from kafkalite.core.replica_selector import ClientMetadata
@@ -78,6 +80,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = self.core.replicas  # type: ignore[assignment]
         self.topic_configs = self.core.topic_configs
         self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
+        self.fetch_sessions = FetchSessions()  # followers' incremental fetches of what we lead
+        self._session_waiters: dict[int, asyncio.Event] = {}
         self.fetchers: FetcherManager | None = None  # set by the broker
         self.alter_isr_due: Callable[[], None] = lambda: None  # set by the broker: wakes its AlterIsr sender
         # Set by the broker: its metadata cache's view of a partition (live brokers and
@@ -131,6 +135,12 @@ class ReplicaManager:
             self.topic_configs[topic] = dict(cfg)
             self.logs.set_config(topic, log_config_for(self.log_config, cfg))
 
+    def reapply_log_configs(self) -> None:
+        """The broker's log defaults changed (dynamic broker configs, issue 16): every local
+        log takes its topic's overrides over the new defaults."""
+        for topic in {t for t, _p in self.logs.logs()}:
+            self.logs.set_config(topic, log_config_for(self.log_config, self.topic_configs.get(topic, {})))
+
     def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str]) -> Partition:
         cfg = log_config_for(self.log_config, dict(topic_config))
         return self._partition(tp[0], tp[1], self.logs.get_or_create(tp[0], tp[1], cfg))
@@ -161,6 +171,7 @@ class ReplicaManager:
 
     def _on_partition_changed(self, part: Partition, hw_may_have_moved: bool) -> None:
         self.delayed.wake(part.tp, produce=hw_may_have_moved)
+        self._mark_changed(part.tp)
 
     def min_isr(self, topic: str) -> int:
         cfg = self.topic_configs.get(topic, {})
@@ -195,6 +206,7 @@ class ReplicaManager:
                 self.fetchers.add(list(changes.fetch.values()))
         for tp in changes.removed:
             self.delayed.wake(tp)  # waiting produces and fetches learn it is gone
+            self._mark_changed(tp)
             if changes.delete:
                 log.info("deleting the local replica of %s-%d", *tp)
                 self._hw_checkpoint.pop(tp, None)
@@ -202,6 +214,7 @@ class ReplicaManager:
                     self.logs.delete_log(*tp)
         for tp in changes.touched:
             self.delayed.wake(tp)
+            self._mark_changed(tp)
         if changes.codes or changes.removed:
             self.metrics.partitions_changed(self)
         self.on_roles_changed(changes)
@@ -263,11 +276,50 @@ class ReplicaManager:
                     results[tp]["error"] = code
         return results
 
+    # -- DeleteRecords (KIP-107) ----------------------------------------------------------
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int], timeout_ms: int,
+                             partition_known: Callable[[tuple[str, int]], bool]) -> dict[tuple[str, int], tuple[int, int]]:
+        """Move each partition's log start on this leader (the segments wholly below it go
+        at once), then wait until every ISR replica followed it (the low watermark) or
+        `timeout_ms`. Per partition: (error code, low watermark)."""
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        waiting: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                part, target = self.core.delete_records_target(tp, offset, partition_known=partition_known(tp),
+                                                               deletion_allowed=_log_deletion_allowed)
+                assert isinstance(part, Partition)
+                if part.advance_log_start(target):
+                    log.info("DeleteRecords: the log start of %s-%d is now %d", tp[0], tp[1], part.log_start_offset)
+                waiting[tp] = DeleteRecordsPartitionStatus(target)
+            except LogDirFailure as e:
+                results[tp] = (error_code_for(e), -1)
+                self.on_log_dir_failure(e)
+            except OPERATING_ERRORS as e:
+                results[tp] = (error_code_for(e), -1)
+        if waiting:
+            results.update(await self.delayed.wait_delete_records(waiting, timeout_ms))
+        return results
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Roll aged segments and delete those past retention (Log.delete_retained_segments),
+        never one holding an offset at or above the HW, as Kafka bounds it; the replicas'
+        state and producer state follow the log start. Returns how many segments went."""
+        deleted = 0
+        for tp, plog in self.logs.logs().items():
+            plog.maybe_roll(now_ms)
+            part = self.partitions.get(tp)
+            n = plog.delete_retained_segments(now_ms, upper_offset=None if part is None else part.hw)
+            if n and part is not None:
+                part.after_log_start_moved()
+            deleted += n
+        return deleted
+
     # -- fetch (consumers and followers) ------------------------------------------------
     def read_partition(
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
         current_leader_epoch: int = -1, last_fetched_epoch: int = -1, min_one: bool = True,
-        client: ClientMetadata | None = None,
+        client: ClientMetadata | None = None, follower_log_start: int = -1,
     ) -> dict[str, Any]:
         """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
         consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
@@ -278,7 +330,8 @@ class ReplicaManager:
         try:
             if replica_id >= 0:
                 previous_leo = _follower_leo(part, replica_id)
-                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms())
+                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms(),
+                                                    follower_log_start)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
@@ -298,6 +351,8 @@ class ReplicaManager:
                         self.metrics.replication_catch_up(replica_id, time.monotonic() - appended_at)
                 if decision.hw_changed:
                     part.notify()
+                elif decision.log_start_changed:
+                    self.delayed.wake(tp, produce=False)  # the low watermark a DeleteRecords waits on may have moved
                 if self.core.alter_isr_pending:
                     self.alter_isr_due()
             else:
@@ -333,6 +388,10 @@ class ReplicaManager:
         been told yet. The bytes served are counted per topic and role."""
         result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                    max_bytes=max_bytes, client=client)
+        self._count_served(result, replica_id, client)
+        return result
+
+    def _count_served(self, result: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, client: ClientMetadata | None) -> None:
         own_rack = self.settings["broker.rack"]
         if client is None or not client.rack_id or not own_rack:
             locality = "unknown"
@@ -343,7 +402,82 @@ class ReplicaManager:
                 self.metrics.fetch_bytes_served(topic, "replication" if replica_id >= 0 else r["served_as"], len(r["records"]), locality)
             if r["preferred_read_replica"] >= 0:
                 self.metrics.preferred_read_replica_redirect(topic)
+
+    def _read_all(
+        self, requests: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, max_bytes: int, client: ClientMetadata | None,
+    ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
+        """Read each requested partition once: (results, bytes read, whether something must
+        be answered at once: an error, a divergence, a redirect, a HW the follower lacks)."""
+        budget = max_bytes
+        out = []
+        total = 0
+        answer_now = False
+        for tp, req in requests:
+            r = self.read_partition(
+                tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
+                current_leader_epoch=req.get("current_leader_epoch", -1),
+                last_fetched_epoch=req.get("last_fetched_epoch", -1),
+                min_one=(total == 0), client=client, follower_log_start=req.get("log_start_offset", -1),
+            )
+            n = len(r["records"])
+            total += n
+            budget -= n
+            answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+                          or r.get("hw_news", False))
+            out.append((tp, r))
+        return out, total, answer_now
+
+    async def fetch_in_session(
+        self, session: FetchSession, to_read: list[tuple[str, int]], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
+        partition_max_bytes: int,
+    ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
+        """A follower's incremental fetch (kafkalite.core.fetch_session): read what it
+        changed and what changed here; if that is not worth answering yet, wait until a
+        partition of the session changes (or max_wait passes) and read those, and so on.
+        The answer lists only the partitions read."""
+        deadline = monotonic_ms() + max_wait_ms
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        total = 0
+        waiter = self._session_waiters.setdefault(session.session_id, asyncio.Event())
+        try:
+            while True:
+                reqs = [(tp, {"fetch_offset": sp.fetch_offset, "max_bytes": partition_max_bytes,
+                              "current_leader_epoch": sp.current_leader_epoch, "last_fetched_epoch": sp.last_fetched_epoch,
+                              "log_start_offset": sp.log_start_offset})
+                        for tp in to_read if (sp := session.partitions.get(tp)) is not None]
+                waiter.clear()
+                out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None)
+                results.update(out)
+                total = sum(len(r["records"]) for r in results.values())
+                remaining = deadline - monotonic_ms()
+                if total >= min_bytes or answer_now or remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(waiter.wait(), remaining / 1000)
+                except TimeoutError:
+                    break
+                to_read = session.take_dirty()
+        finally:
+            if self._session_waiters.get(session.session_id) is waiter:
+                del self._session_waiters[session.session_id]
+        # A partition read without records although it has some past the fetch offset (the
+        # response's byte budget ran out, or a replication throttle held them back) is read
+        # again at the next request: the follower's offset does not change, and no append
+        # may come to mark it. Marked after the loop, so it never wakes this one.
+        for tp, r in results.items():
+            sp = session.partitions.get(tp)
+            if sp is not None and not r["records"] and r["error"] == 0 and "diverging_epoch" not in r and r["leo"] > sp.fetch_offset:
+                session.dirty.add(tp)
+        result = list(results.items())
+        self._count_served(result, session.replica_id, None)
         return result
+
+    def _mark_changed(self, tp: tuple[str, int]) -> None:
+        """`tp` changed here: the fetch sessions that hold it read it next, now if waiting."""
+        for session in self.fetch_sessions.mark(tp):
+            waiter = self._session_waiters.get(session.session_id)
+            if waiter is not None:
+                waiter.set()
 
     async def _fetch(
         self, requests: list[tuple[tuple[str, int], dict[str, Any]]], *, replica_id: int,
@@ -351,23 +485,7 @@ class ReplicaManager:
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
 
         def attempt() -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], bool]:
-            budget = max_bytes
-            out = []
-            total = 0
-            answer_now = False
-            for tp, req in requests:
-                r = self.read_partition(
-                    tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
-                    current_leader_epoch=req.get("current_leader_epoch", -1),
-                    last_fetched_epoch=req.get("last_fetched_epoch", -1),
-                    min_one=(total == 0), client=client,
-                )
-                n = len(r["records"])
-                total += n
-                budget -= n
-                answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
-                              or r.get("hw_news", False))
-                out.append((tp, r))
+            out, total, answer_now = self._read_all(requests, replica_id, max_bytes, client)
             return out, (total >= min_bytes or answer_now)
 
         result, done = attempt()
@@ -400,9 +518,21 @@ class ReplicaManager:
 
     # -- periodic work ------------------------------------------------------------------
     def maybe_shrink_isr(self) -> None:
+        self._idle_followers_caught_up()
         self.core.maybe_shrink_isrs(monotonic_ms(), self.settings["replica.lag.time.max.ms"])
         if self.core.alter_isr_pending:
             self.alter_isr_due()
+
+    def _idle_followers_caught_up(self) -> None:
+        """What a fetch of an idle partition did for the ISR, done here for the partitions a
+        follower's session holds without reading them each time (kafkalite.core.fetch_session)."""
+        reread = []
+        for replica_id, tp, fetch_offset, as_of_ms in self.fetch_sessions.idle_caught_up():
+            part = self.partitions.get(tp)
+            if part is not None and part.is_leader and part.state.follower_still_caught_up(replica_id, fetch_offset, part.leo, as_of_ms):
+                reread.append(tp)
+        for tp in reread:  # (after the walk: marking wakes the sessions' waiting fetches)
+            self._mark_changed(tp)
 
     def hw_checkpoint_snapshot(self) -> dict[tuple[str, int], int]:
         for tp, part in self.partitions.items():
@@ -414,6 +544,7 @@ class ReplicaManager:
         before = {(i.topic, i.partition): len(p.state.isr) for i in items if (p := self.partitions.get((i.topic, i.partition)))}
         for tp in self.core.on_alter_isr_answer(items, response):
             self.delayed.wake(tp)
+            self._mark_changed(tp)
         for tp, size in before.items():
             part = self.partitions.get(tp)
             if part is not None and len(part.state.isr) != size:
@@ -427,8 +558,15 @@ class ReplicaManager:
                 "is_leader": part.is_leader, "isr": list(part.state.isr),
                 "maximal_isr": list(part.state.maximal_isr) if part.is_leader else None,
                 "hw": part.hw, "leo": part.leo, "log_start": part.log_start_offset,
+                "low_watermark": part.low_watermark() if part.is_leader else None,
             }
         return out
+
+
+def _log_deletion_allowed(replica: core_rm.Replica) -> bool:
+    """DeleteRecords needs "delete" in the topic's cleanup.policy (Kafka's PolicyViolation)."""
+    assert isinstance(replica, Partition)
+    return replica.log.config.delete
 
 
 def _follower_leo(part: Partition | None, replica_id: int) -> int | None:

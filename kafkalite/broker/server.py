@@ -19,19 +19,23 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 
+from kafkalite import gc_pause
 from kafkalite.aio import cancel_and_wait, spawn
 from kafkalite.broker.admin_http import AdminHttp
+from kafkalite.broker.authorization import AclAuthorizer, RequestAuthorizer
 from kafkalite.broker.broker_watch import ControllerWatch, ProcessWatches
 from kafkalite.broker.client_listener import ClientListener
 from kafkalite.broker.controller import Controller
 from kafkalite.broker.controller_events import (
     BrokerChange,
+    ConfigChange,
     Elect,
     LogDirFailuresChange,
     PartitionsAddChange,
@@ -42,6 +46,7 @@ from kafkalite.broker.controller_events import (
     TopicChange,
     TopicDeletion,
 )
+from kafkalite.broker.dynamic_configs import DynamicBrokerConfigs
 from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.group_coordinator import GroupCoordinatorDriver, coordinator_config
@@ -65,11 +70,13 @@ from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.auth import load_secret
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
 from kafkalite.zk.codec import BrokerRegistration
 from kafkalite.zk.errors import BrokerIdInUseError, ZkError
+from kafkalite.zk.security import make_client, secure_root, security_from
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +86,7 @@ CLIENT_LISTENER_WARN_S = 10.0
 GROUP_LAG_REFRESH_S = 5.0
 
 
-def log_config_from(cfg: BrokerConfig) -> LogConfig:
+def log_config_from(cfg: BrokerConfig | Mapping[str, Any]) -> LogConfig:
     flush_msgs = cfg["log.flush.interval.messages"]
     flush_ms = cfg["log.flush.interval.ms"]
     policy = parse_cleanup_policy(cfg["log.cleanup.policy"])
@@ -115,6 +122,8 @@ class Broker:
         self.logs = LogManager(list(self.settings["log.dirs"]), log_config_from(cfg),
                                open_files_max=self.settings["log.open.files.max"])
         self.replica_manager = ReplicaManager(self.broker_id, self.logs, log_config_from(cfg), self.settings, self.metrics)
+        # Issue 16: /config/brokers/<id> and <default>, applied live over the static settings.
+        self.dynamic_configs = DynamicBrokerConfigs(self, cfg.as_dict(), cfg.explicit, log_config_from)
         # KIP-392: the selector the core asks who serves a consumer (ConfigError if a
         # plug-in cannot be set up), and the metadata cache's view it decides from.
         self.replica_selector = make_replica_selector(self.settings["replica.selector.class"], self.settings)
@@ -127,16 +136,25 @@ class Broker:
         # the controller can tell the process it knew from one restarted on its address.
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
+        # Issue 15: inter-broker RPC connections authenticate with the cluster secret, if any.
+        try:
+            self.rpc_secret = load_secret(self.settings["inter.broker.secret"], self.settings["inter.broker.secret.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
+        self.controller.rpc_secret = self.rpc_secret
         self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)
         # Issue 13: the controller's process, watched from here (None when disabled).
         self.controller_watch: ControllerWatch | None = None
         self.peer_watches: ProcessWatches | None = None  # issue 13: Metadata hints (MetadataCache.gone)
         if self.settings["controller.process.watch.enable"]:
             self.controller_watch = ControllerWatch(self.broker_id, self._controller_registration,
-                                                    self._remove_gone_controller)
-            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back)
+                                                    self._remove_gone_controller, secret=self.rpc_secret)
+            self.peer_watches = ProcessWatches(self.broker_id, self._peer_gone, self._peer_back, secret=self.rpc_secret)
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
+        # Issue 15: ACL authorization of client requests, when authorizer.class.name is set.
+        self.authorizer: AclAuthorizer | None = AclAuthorizer(self.settings) if self.settings["authorizer.class.name"] else None
+        self.request_authorizer = RequestAuthorizer(self.authorizer) if self.authorizer is not None else None
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None  # the first of client_listeners
         self.client_listeners: list[ClientListener] = []
@@ -186,11 +204,14 @@ class Broker:
         await self.loop.run_in_executor(None, self.logs.open_all)
         self.replica_manager.load_local_partitions()
         await self._connect_zookeeper()
+        if self.authorizer is not None:
+            await self.loop.run_in_executor(None, self.authorizer.start, self.zk, self.loop)
         await self._delete_unassigned_partitions()
+        self.dynamic_configs.watch()
         await self._start_group_coordinator()
         host, port = self.cfg.listener()
         ib_host, ib_port = self.cfg.inter_broker_listener()
-        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle)
+        self.rpc_server = RpcServer(InterBrokerHandlers(self).handle, secret=self.rpc_secret)
         await self.rpc_server.start(ib_host, ib_port)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
         tls_contexts = {spec.security_protocol: server_context(self.settings, spec.security_protocol)
@@ -215,12 +236,14 @@ class Broker:
             self._essential(self._periodic(self._retention, self.settings["log.retention.check.interval.ms"] / 1000), "retention"),
             self._essential(self._periodic(self._flush, 1.0), "flush"),
             self._essential(self._probe_event_loop(), "event-loop-probe"),
+            self._essential(self._periodic(self._settle_heap, 1.0), "heap-settle"),
         ]
         if self.log_cleaner is not None:
             self._tasks.append(self._essential(self.log_cleaner.run(), "log-cleaner"))
         self._tasks.append(self._essential(self.groups.run(), "group-coordinator"))
         self._tasks.append(self._essential(self._periodic(self._refresh_group_lag, GROUP_LAG_REFRESH_S), "group-lag"))
         self._watch_gc()
+        gc_pause.note_bulk_work()  # every log loaded: settle the heap once start-up is over
         log.info("broker %d started in %.0f ms: client %s:%d, inter-broker %s:%d, admin %s:%d, epoch %d",
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
@@ -358,13 +381,24 @@ class Broker:
 
     async def _connect_zookeeper(self) -> None:
         timeout_s = self.settings["zookeeper.session.timeout.ms"] / 1000
-        self.kazoo = KazooClient(hosts=self.settings["zookeeper.connect"], timeout=timeout_s)
+        s = self.settings
+        try:
+            security = security_from(s["zookeeper.set.acl"], s["zookeeper.digest.user"], s["zookeeper.digest.password"],
+                                     s["zookeeper.digest.file"])
+        except ValueError as e:
+            raise SystemExit(f"kafkalite broker: {e}") from None
+        self.kazoo = make_client(s["zookeeper.connect"], timeout_s, security)
         try:
             await self.loop.run_in_executor(None, lambda: self.kazoo.start(timeout=15))
         except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout type
             raise SystemExit(f"cannot connect to ZooKeeper at {self.settings['zookeeper.connect']}: {e}") from None
         self.kazoo.add_listener(self._on_zk_state)
-        self.zk = ZkAdapter(self.kazoo)
+        self.zk = ZkAdapter(self.kazoo, security=security)
+        if security.set_acl and self.kazoo.chroot:
+            # the chroot itself must not stay world-writable (secure_root); "/" of a shared
+            # ZooKeeper is not ours to change
+            if await self.loop.run_in_executor(None, secure_root, self.kazoo, security):
+                log.info("set the cluster's ACL on the ZooKeeper chroot %s", self.kazoo.chroot)
         await self.loop.run_in_executor(None, self.zk.ensure_base_paths)
         self.cluster_id = await self.loop.run_in_executor(None, self._cluster_id)
 
@@ -450,6 +484,7 @@ class Broker:
         self.zk.watch_children(paths.topics_path(), lambda children: call(enqueue, TopicChange()))
         self.zk.watch_children(paths.log_dir_failures_path(), lambda children: call(enqueue, LogDirFailuresChange()))
         self.zk.watch_children(paths.admin_delete_topics_path(), lambda children: call(enqueue, TopicDeletion()) if children else None)
+        self.zk.watch_children(paths.config_changes_path(), lambda children: call(enqueue, ConfigChange()) if children else None)
         self.zk.watch_data(paths.preferred_replica_election_path(),
                            lambda data, stat: call(enqueue, PreferredElectionZnode()) if stat is not None else None)
         self.zk.watch_data(paths.admin_reassign_partitions_path(), lambda data, stat: call(enqueue, ReassignmentChange()))
@@ -565,7 +600,7 @@ class Broker:
                 addr = (info.host, info.inter_broker_port)
             if addr is None:
                 return None
-            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id)
+            client = self.peers[broker_id] = RpcClient(addr[0], addr[1], sender=self.broker_id, secret=self.rpc_secret)
         return client
 
     # -- AlterIsr (KIP-497): the core's proposals, batched, one in flight per partition ---
@@ -629,6 +664,12 @@ class Broker:
             except (*OPERATING_ERRORS, OSError, ZkError) as e:  # a disk or ZooKeeper hiccup: next round
                 log.warning("periodic task %s failed: %s", getattr(fn, "__name__", fn), e)
 
+    def _settle_heap(self) -> None:
+        took = gc_pause.settle_if_due()
+        if took is not None:
+            (log.info if took >= 0.1 else log.debug)("heap settled after bulk work: collected and froze %d objects in %.0f ms",
+                                                     gc.get_freeze_count(), took * 1000)
+
     def _shrink_isr(self) -> None:
         self.replica_manager.maybe_shrink_isr()
 
@@ -637,9 +678,11 @@ class Broker:
         written in a thread, so a kill -9 recovers from a recent point."""
         hws = self.replica_manager.hw_checkpoint_snapshot()
         points = self.logs.recovery_points()
+        log_starts = self.logs.log_start_offsets()
         try:
             await self.loop.run_in_executor(None, self.logs.write_hw_checkpoint, hws)
             await self.loop.run_in_executor(None, self.logs.write_recovery_points, points)
+            await self.loop.run_in_executor(None, self.logs.write_log_start_offsets, log_starts)
             await self._write_cleaner_checkpoints()
         except LogDirFailure as e:  # the other dirs were written; this one goes offline
             self.on_log_dir_failure(e)
@@ -689,10 +732,7 @@ class Broker:
         return {tp: part.hw for tp, part in self.replica_manager.partitions.items()}
 
     def _retention(self) -> None:
-        now = wall_ms()
-        for plog in self.logs.logs().values():
-            plog.maybe_roll(now)
-            plog.delete_retained_segments(now)
+        self.replica_manager.apply_retention(wall_ms())
 
     async def _flush(self) -> None:
         """fsync what is due in a thread; the job holds private descriptors, so appends,
@@ -766,6 +806,8 @@ class Broker:
         log.info("stopping: fetchers and periodic tasks (%.0f ms)", (time.monotonic() - t0) * 1000)
         await self.fetchers.close()
         await cancel_and_wait(self._tasks + list(self._owned))
+        if self.authorizer is not None:
+            await self.authorizer.close()
         if self.log_cleaner is not None:
             await self.log_cleaner.close()  # no worker outlives the logs it reads
         if self._flush_job is not None:  # a thread may still be syncing; let it finish first

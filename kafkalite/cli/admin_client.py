@@ -40,6 +40,10 @@ CREATE_TOPICS_VERSION = 4
 DELETE_TOPICS_VERSION = 3
 ELECT_LEADERS_VERSION = 1
 CREATE_PARTITIONS_VERSION = 1
+DESCRIBE_CONFIGS_VERSION = 1
+INCREMENTAL_ALTER_CONFIGS_VERSION = 0
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
 
 _LENGTH = struct.Struct(">i")
 
@@ -211,6 +215,14 @@ class AdminClient:
             self._drop(address)
             raise
 
+    def request_broker(self, host: str, port: int, api: ApiKey, version: int, body: dict) -> dict:
+        """One request to one broker (DeleteRecords to a leader, DescribeLogDirs to each
+        broker); NoBrokerError when it does not answer."""
+        try:
+            return self._request_to((host, port), api, version, body)
+        except (OSError, KafkaliteError) as e:
+            raise NoBrokerError(f"broker at {host}:{port} did not answer ({e})") from None
+
     def _drop(self, address: tuple[str, int]) -> None:
         conn = self._connections.pop(address, None)
         if conn is not None:
@@ -350,6 +362,42 @@ class AdminClient:
             raise AdminError(f"leader election failed: {error_name(response['error_code'])}")
         return sorted((r["topic"], p["partition_id"], p["error_code"], p["error_message"])
                       for r in response["replica_election_results"] for p in r["partition_result"])
+
+
+    # -- DescribeConfigs / IncrementalAlterConfigs ---------------------------------------
+    def _broker_address(self, resource_type: int, name: str) -> tuple[str, int] | None:
+        """A broker's own configs are described by that broker (as Kafka's are)."""
+        if resource_type != RESOURCE_BROKER or name == "":
+            return None
+        meta = self.metadata([])
+        broker = meta.broker(int(name))
+        if broker is None:
+            raise AdminError(f"broker {name} is not alive (known: {', '.join(str(b.id) for b in meta.brokers) or 'none'})")
+        return (broker.host, broker.port)
+
+    def describe_configs(self, resource_type: int, name: str) -> list[dict[str, Any]]:
+        """Every config of a topic (2) or a broker (4; "" the cluster-wide dynamic
+        defaults): dicts with name, value, source (Kafka's number), read_only, sensitive."""
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
+                "include_synonyms": False}
+        address = self._broker_address(resource_type, name)
+        response = (self._request_to(address, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, body) if address
+                    else self._request_any(ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, body))
+        (result,) = response["results"]
+        if result["error_code"] != 0:
+            raise AdminError(result["error_message"] or error_name(result["error_code"]))
+        return [{"name": c["name"], "value": c["value"], "source": c["config_source"], "read_only": c["read_only"],
+                 "sensitive": c["is_sensitive"]} for c in result["configs"]]
+
+    def incremental_alter_configs(self, resource_type: int, name: str, sets: dict[str, str], deletes: list[str]) -> None:
+        """SET and DELETE (IncrementalAlterConfigs); AdminError carries the broker's message."""
+        configs = [{"name": k, "config_operation": 0, "value": v} for k, v in sets.items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}], "validate_only": False}
+        response = self._request_any(ApiKey.INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION, body)
+        (result,) = response["responses"]
+        if result["error_code"] != 0:
+            raise AdminError(result["error_message"] or error_name(result["error_code"]))
 
 
 # -- glue shared by the CLI modules --------------------------------------------------------

@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--secure", action="store_true",
                     help="client listener SASL_SSL with SCRAM-SHA-512: a dev CA in DIR/tls, an `admin` user with a random "
                          "password, and DIR/client.properties (librdkafka keys) for clients and --command-config")
+    up.add_argument("--zk-acl", action="store_true",
+                    help="brokers authenticate to ZooKeeper with a digest identity made for this cluster and create the "
+                         "cluster's znodes with ACLs (zookeeper.set.acl): only they and admin tools given "
+                         "KAFKALITE_ZK_DIGEST_FILE may write them")
     st = sub.add_parser("status", help="what runs where")
     st.add_argument("--json", action="store_true")
     kill = sub.add_parser("kill", help="signal one broker")
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
             c = LocalCluster(args.dir, brokers=args.brokers, base_port=args.base_port, zk_port=args.zk_port,
                              racks=racks, overrides=parse_overrides(args.override), netns=args.netns,
-                             zk_ensemble=args.zk_ensemble, small_log_dir=args.small_log_dir, secure=args.secure)
+                             zk_ensemble=args.zk_ensemble, small_log_dir=args.small_log_dir, zk_acl=args.zk_acl,
+                             secure=args.secure)
             status = c.up()
             _table(status)
             boot = status["bootstrap"]
@@ -138,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             print("try:")
             print(f"  export KAFKALITE_BOOTSTRAP={boot}")
+            if status["zookeeper"].get("digest_file"):
+                print(f"  export KAFKALITE_ZK_DIGEST_FILE={status['zookeeper']['digest_file']}   # for --zookeeper commands")
             print("  .venv/bin/kafkalite topics create demo --partitions 3 --replication-factor 3")
             print("  seq 1 10 | .venv/bin/kafkalite produce demo")
             print("  .venv/bin/kafkalite consume demo --from-beginning --max-messages 10")

@@ -11,19 +11,23 @@ import os
 import sys
 
 from kafkalite.cli import (
+    acls_cmd,
     broker_cmd,
     client_cmds,
     client_security,
     cluster_cmd,
+    configs_cmd,
     dev_ca,
     groups_cmd,
     pipeline_cmd,
     reassign_cmd,
+    records_cmd,
     topics_cmd,
     users_cmd,
 )
 
-_MODULES = [broker_cmd, topics_cmd, client_cmds, groups_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, users_cmd, dev_ca]
+_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd,
+            users_cmd, dev_ca]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -84,7 +84,7 @@ def run_add(args: argparse.Namespace) -> int:
         credentials = {m: make_credential(m, password, secrets.token_bytes(SALT_BYTES), args.iterations).to_kafka()
                        for m in mechanisms}
         with zookeeper(resolve_zookeeper(args.zookeeper)) as zk:
-            alter_user_config(zk.client, args.name, credentials)
+            alter_user_config(zk, args.name, credentials)
     except (AdminError, ZkError) as e:
         return fail("users add", str(e))
     print(f"user {args.name!r}: credentials for {', '.join(sorted(mechanisms))}")
@@ -114,7 +114,7 @@ def run_remove(args: argparse.Namespace) -> int:
             config = read_user_config(zk.client, args.name)
             if config is None or not set(mechanisms) & set(user_credentials(config)):
                 return fail("users remove", f"unknown user {args.name!r} (no {'/'.join(mechanisms)} credentials)")
-            alter_user_config(zk.client, args.name, {}, mechanisms)
+            alter_user_config(zk, args.name, {}, mechanisms)
     except (AdminError, ZkError) as e:
         return fail("users remove", str(e))
     print(f"user {args.name!r}: removed {', '.join(sorted(mechanisms))}")

@@ -1,5 +1,8 @@
 """ZooKeeper for the CLI commands that need it (`kafkalite reassign`): `--zookeeper`, else
-$KAFKALITE_ZOOKEEPER, else 127.0.0.1:2181 (bin/cluster's default ZooKeeper port).
+$KAFKALITE_ZOOKEEPER, else 127.0.0.1:2181 (bin/cluster's default ZooKeeper port). In a
+cluster with ZooKeeper ACLs, $KAFKALITE_ZK_DIGEST_FILE names the credentials file (one
+line user:password; `bin/cluster up --zk-acl` writes one), and what the command creates
+gets the cluster's ACLs (kafkalite.zk.security).
 
 A short-lived kazoo session wrapped in the ZkAdapter. Every way it can fail that a user
 meets (a malformed connect string, nobody listening, the connection lost half-way) is an
@@ -48,20 +51,25 @@ def check_connect_string(connect: str) -> None:
 @contextlib.contextmanager
 def zookeeper(connect: str) -> Iterator[ZkAdapter]:
     """A connected ZkAdapter, closed on exit. AdminError when ZooKeeper cannot be reached."""
-    from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
+
+    from kafkalite.zk.security import make_client, security_from_env
 
     check_connect_string(connect)
     quiet = logging.getLogger("kazoo")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    client = KazooClient(hosts=connect, timeout=REQUEST_TIMEOUT_S)
+    try:
+        security = security_from_env()  # $KAFKALITE_ZK_DIGEST_FILE: the secured cluster's credentials
+    except ValueError as e:
+        raise AdminError(str(e)) from None
+    client = make_client(connect, REQUEST_TIMEOUT_S, security)
     try:
         try:
             client.start(timeout=CONNECT_TIMEOUT_S)
         except KazooTimeoutError:
             raise AdminError(f"cannot reach ZooKeeper at {connect} (no connection within {CONNECT_TIMEOUT_S:g} s)") from None
-        yield ZkAdapter(client, request_timeout_s=REQUEST_TIMEOUT_S)
+        yield ZkAdapter(client, request_timeout_s=REQUEST_TIMEOUT_S, security=security)
     finally:
         with contextlib.suppress(Exception):
             client.stop()

@@ -47,12 +47,15 @@ class ErrorCode(IntEnum):
     INVALID_REPLICA_ASSIGNMENT = 39
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
@@ -103,6 +106,12 @@ class OffsetOutOfRangeError(CoreError):
     """A fetch offset above the leader's LEO (or below its log start)."""
 
     code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class PolicyViolationError(CoreError):
+    """The topic's configuration forbids the request (DeleteRecords on a compacted-only topic)."""
+
+    code = ErrorCode.POLICY_VIOLATION
 
 
 class OffsetNotAvailableError(CoreError):

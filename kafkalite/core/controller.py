@@ -192,6 +192,15 @@ class TopicsChanged:
 
 
 @dataclass(frozen=True)
+class TopicConfigsChanged:
+    """Issue 16: topics' configs as /config/topics now holds them (a /config/changes
+    notification named them). Every broker gets them in UpdateMetadata; the controller's
+    own elections read unclean.leader.election.enable from them."""
+
+    configs: Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True)
 class TopicsMarkedForDeletion:
     topics: tuple[str, ...]
 
@@ -262,7 +271,7 @@ ControllerEvent = (
     Activated | BrokersChanged | BrokerProcessGone | BrokerProcessBack | ReplicasOffline | TopicsChanged | TopicsMarkedForDeletion
     | PreferredElectionZnode
     | PreferredElectionRequested | AutoRebalanceDue | AlterIsrRequested | ControlledShutdownRequested
-    | ReassignmentsChanged | PartitionsAddRequested | PartitionsRemoveRequested
+    | ReassignmentsChanged | PartitionsAddRequested | PartitionsRemoveRequested | TopicConfigsChanged
 )
 
 
@@ -536,6 +545,8 @@ class Controller:
                 yield from self._on_topics_changed(event)
             case TopicsMarkedForDeletion(topics=topics):
                 yield from self._on_topic_deletion(topics)
+            case TopicConfigsChanged(configs=configs):
+                yield from self._on_topic_configs_changed(configs)
             case PreferredElectionZnode(partitions=partitions):
                 yield from self._preferred_elect(partitions)
                 yield DeletePreferredElectionZnode()
@@ -951,6 +962,22 @@ class Controller:
         self.states.update({tp: st for tp, st in ev.states.items() if tp in new_tps})
         yield from self._init_leaders([tp for tp in new_tps if tp not in self.states])
         self._propagate([tp for tp in new_tps if tp in self.states])
+
+    def _on_topic_configs_changed(self, configs: Mapping[str, Mapping[str, str]]) -> Handler:
+        changed = []
+        for t, cfg in sorted(configs.items()):
+            topic = self.topics.get(t)
+            if topic is not None and dict(topic.config) != dict(cfg):
+                self.topics[t] = Topic(topic.partitions, dict(cfg), topic.adding, topic.removing)
+                changed.extend((t, p) for p in sorted(topic.partitions))
+        if not changed:
+            return
+        self._note(f"configs changed: {', '.join(sorted({t for t, _ in changed}))}")
+        self._send_update_metadata(sorted(self.live), tps=changed)
+        # As Kafka's TopicUncleanLeaderElectionEnable: a topic that now allows unclean
+        # elections gets a leader for its offline partitions at once.
+        if any(self._unclean_by_topic().get(t) for t, _ in changed):
+            yield from self._elect_offline()
 
     def _forget_topic(self, topic: str) -> None:
         gone = self.topics.pop(topic, None)

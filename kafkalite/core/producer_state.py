@@ -174,6 +174,16 @@ class ProducerStateTable:
             assert first_offset > entry.batches[-1].last_offset
         entry.batches.append(BatchMetadata(base_sequence, last_sequence, first_offset, last_offset))
 
+    def evict_below(self, log_start_offset: int) -> int:
+        """The log start moved (DeleteRecords, retention): forget the producers whose last
+        batch lies wholly below it, as Kafka's ProducerStateManager.truncateHead does: the
+        log no longer holds what their state describes. Returns how many went."""
+        gone = [pid for pid, entry in self._entries.items()
+                if entry.batches and entry.batches[-1].last_offset < log_start_offset]
+        for pid in gone:
+            del self._entries[pid]
+        return len(gone)
+
     @classmethod
     def rebuild(
         cls, headers: Iterable[BatchHeader], batches_kept: int = BATCHES_KEPT_PER_PRODUCER

@@ -21,6 +21,13 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 
 
+RATE_UNLIMITED = (1 << 63) - 1  # Kafka's default rate, Long.MAX_VALUE: no throttle
+
+
+def _rates(rates: Mapping[str, int]) -> dict[str, int]:
+    return {k: int(v) for k, v in rates.items() if k in (LEADER_RATE, FOLLOWER_RATE) and 0 < int(v) < RATE_UNLIMITED}
+
+
 class ByteRate:
     def __init__(self, bytes_per_s: int, now_ms: int) -> None:
         assert bytes_per_s > 0
@@ -49,7 +56,9 @@ class ReplicationQuotas:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self.adding: dict[tuple[str, int], tuple[int, ...]] = {}
-        self.rates: dict[str, int] = {}
+        self.rates: dict[str, int] = {}  # in force: the broker's own rates over the reassignment's
+        self.reassignment_rates: dict[str, int] = {}
+        self.broker_rates: dict[str, int] = {}
         self._buckets: dict[str, ByteRate] = {}
         self.throttled_bytes = {LEADER_RATE: 0, FOLLOWER_RATE: 0}  # bytes that counted against a rate
 
@@ -61,7 +70,17 @@ class ReplicationQuotas:
 
     def set_rates(self, rates: Mapping[str, int], now_ms: int) -> None:
         """The rates a LeaderAndIsr with moving partitions carried (empty: unthrottled)."""
-        wanted = {k: int(v) for k, v in rates.items() if k in (LEADER_RATE, FOLLOWER_RATE) and int(v) > 0}
+        self.reassignment_rates = _rates(rates)
+        self._update(now_ms)
+
+    def set_broker_rates(self, rates: Mapping[str, int], now_ms: int) -> None:
+        """The broker's own dynamic rates (issue 16, /config/brokers): they win over a
+        reassignment's; Long.MAX_VALUE (Kafka's default) means none."""
+        self.broker_rates = _rates(rates)
+        self._update(now_ms)
+
+    def _update(self, now_ms: int) -> None:
+        wanted = {**self.reassignment_rates, **self.broker_rates}
         if wanted == self.rates:
             return
         self.rates = wanted

@@ -36,6 +36,7 @@ from kafkalite.core.codes import (
     OffsetOutOfRangeError,
 )
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ConsumerRead, decide_consumer_read
+from kafkalite.core.delete_records import decide_log_start
 from kafkalite.core.messages import (
     AlterIsrPartitionResult,
     AlterIsrProposal,
@@ -47,6 +48,7 @@ from kafkalite.core.messages import (
 from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_selector import LeaderSelector, ReplicaSelector
 from kafkalite.core.replica_state import (
+    UNKNOWN_OFFSET,
     AlterIsrItem,
     FollowerFetchResult,
     LeaderAndIsrState,
@@ -151,6 +153,16 @@ class Replica:
 
     def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int) -> tuple[bool, ErrorCode]:
         return self.state.check_enough_replicas_reach_offset(required_offset, min_insync_replicas)
+
+    def low_watermark(self) -> int:
+        """The least log start over the ISR (DeleteRecords' acks); only on the leader."""
+        return self.state.low_watermark()
+
+    def log_start_moved(self) -> bool:
+        """The log's start moved up (retention, DeleteRecords, or a follower following the
+        leader's): the state follows, so follower fetches below it are refused and the low
+        watermark counts it. Returns whether the state's log start changed."""
+        return self.state.maybe_update_log_start_offset(self.log_start_offset)
 
     # -- role changes -----------------------------------------------------------------
     def make_leader(self, st: LeaderAndIsrState, now_ms: int) -> bool:
@@ -280,6 +292,7 @@ class FollowerRead:
     upper: int
     hw_changed: bool
     hw_news: bool = False  # the follower was not yet told this HW: answer now, even without records
+    log_start_changed: bool = False  # the follower's log start moved: waiting DeleteRecords are checked
 
 
 class ReplicaManager:
@@ -432,19 +445,35 @@ class ReplicaManager:
             raise NotEnoughReplicasError(f"ISR {list(replica.state.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
         return replica
 
+    def delete_records_target(self, tp: TP, requested_offset: int, *, partition_known: bool,
+                              deletion_allowed: Callable[[Replica], bool]) -> tuple[Replica, int]:
+        """DeleteRecords for one partition: the local leader and the log start it moves to
+        (kafkalite.core.delete_records.decide_log_start). A partition not on this broker is
+        NOT_LEADER_OR_FOLLOWER when the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION."""
+        self._check_online(tp)
+        replica = self.replicas.get(tp)
+        if replica is None:
+            error = NotLeaderOrFollowerError if partition_known else UnknownTopicOrPartitionError
+            raise error(f"{tp[0]}-{tp[1]} is not on broker {self.broker_id}")
+        return replica, decide_log_start(tp, requested_offset, is_leader=replica.is_leader, hw=replica.hw,
+                                         deletion_allowed=deletion_allowed(replica))
+
     def follower_fetch(self, tp: TP, replica_id: int, fetch_offset: int, current_leader_epoch: int,
-                       last_fetched_epoch: int, now_ms: int) -> FollowerRead:
-        """The leader's side of one partition of a ReplicaFetch (seed G, KIP-320)."""
+                       last_fetched_epoch: int, now_ms: int, follower_log_start: int = UNKNOWN_OFFSET) -> FollowerRead:
+        """The leader's side of one partition of a ReplicaFetch (seed G, KIP-320).
+        `follower_log_start`: the follower's own log start (Kafka's fetch request carries
+        it), for the low watermark DeleteRecords waits on; -1 from a sender that omits it."""
         replica = self._fenced_leader(tp, current_leader_epoch)
         diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), replica.leo, fetch_offset, last_fetched_epoch)
         if diverging is not None:
             return FollowerRead(diverging, replica.leo, False)
         if not replica.log_start_offset <= fetch_offset <= replica.leo:
             raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{replica.log_start_offset}, {replica.leo}] of {tp[0]}-{tp[1]}")
-        result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms)
+        result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms,
+                                                                          min(follower_log_start, fetch_offset))
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id))
+        return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id), result.log_start_changed)
 
     def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
                                  for_consumer: bool = False) -> EpochEndOffset:

@@ -363,7 +363,8 @@ class PartitionReplicaState:
         return ErrorCode.NONE
 
     def update_follower_fetch(
-        self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int
+        self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int,
+        follower_log_start: int = UNKNOWN_OFFSET,
     ) -> FollowerFetchResult:
         """A follower fetched at `fetch_offset`, so its LEO is `fetch_offset` (seed G).
 
@@ -391,10 +392,46 @@ class PartitionReplicaState:
         follower.leo = fetch_offset
         follower.last_fetch_leader_leo = leader_leo
         follower.last_fetch_ms = now_ms
+        log_start_changed = follower_log_start != follower.log_start_offset and follower_log_start >= 0
+        if log_start_changed:
+            assert follower_log_start <= fetch_offset
+            follower.log_start_offset = follower_log_start
         alter_isr = self._maybe_expand_isr(replica_id)
         hw_changed = self.maybe_increment_hw(leader_leo)
         self.check_invariants()
-        return FollowerFetchResult(hw_changed=hw_changed, alter_isr=alter_isr)
+        return FollowerFetchResult(hw_changed=hw_changed, alter_isr=alter_isr, log_start_changed=log_start_changed)
+
+    def low_watermark(self) -> int:
+        """The least log start over the ISR, the leader's own included (Kafka's
+        lowWatermarkIfLeader, over the ISR as DeleteRecords' acks wait on it). A follower
+        that has not fetched since this leadership began counts as UNKNOWN_OFFSET (-1):
+        a DeleteRecords waits for its first fetch."""
+        self._require_leader()
+        low = self._log_start_offset
+        for replica_id in self._isr:
+            if replica_id != self.local_broker_id:
+                low = min(low, self._ledger.followers[replica_id].log_start_offset)
+        return low
+
+    def follower_still_caught_up(self, replica_id: int, fetch_offset: int, leader_leo: int, as_of_ms: int) -> bool:
+        """A fetch session holds this partition without reading it on every fetch
+        (kafkalite.core.fetch_session): the follower's last request, at `as_of_ms`, still
+        fetched at `fetch_offset`. If that is both its LEO as we know it and our LEO, it was
+        caught up then, as a fetch at that time would have recorded; otherwise nothing is
+        known and nothing changes (the next real read of the partition decides).
+
+        Returns whether the partition should be read for this follower at its next request
+        all the same: it is not in the ISR, and only a read proposes adding it back (a
+        proposal the controller refused or never answered is retried that way)."""
+        self._require_leader()
+        follower = self._ledger.followers.get(replica_id)
+        if follower is None:
+            return False
+        if follower.leo == fetch_offset == leader_leo:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, as_of_ms)
+            follower.last_fetch_ms = max(follower.last_fetch_ms, as_of_ms)
+            follower.last_fetch_leader_leo = leader_leo
+        return replica_id not in self._isr
 
     def note_hw_sent(self, replica_id: int) -> bool:
         """The leader answers `replica_id`'s fetch with the current HW. Returns whether that

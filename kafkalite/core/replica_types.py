@@ -75,6 +75,9 @@ class FollowerFetchResult:
 
     hw_changed: bool
     alter_isr: AlterIsrItem | None
+    # The follower's log start moved (it followed a DeleteRecords): the low watermark may
+    # have, so waiting DeleteRecords are checked.
+    log_start_changed: bool = False
 
 
 @dataclass
@@ -90,6 +93,9 @@ class FollowerState:
     # KIP-392): when the HW moves past it, the follower's waiting fetch is answered at
     # once, so a follower serving consumers learns each HW without waiting for new data.
     last_sent_hw: int = UNKNOWN_OFFSET
+    # Its log start as its last fetch said (Kafka's Replica.logStartOffset): the low
+    # watermark a DeleteRecords waits on is the least over the ISR.
+    log_start_offset: int = UNKNOWN_OFFSET
 
 
 class Role(enum.Enum):

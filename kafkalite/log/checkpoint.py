@@ -20,6 +20,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # the log cleaner's first dirty offset per log
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start, where a segment does not say it
 
 
 class CheckpointError(LogDirError):

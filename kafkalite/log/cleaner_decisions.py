@@ -61,7 +61,7 @@ class LogView:
 
     def __post_init__(self) -> None:
         assert self.segments, "a log has at least its active segment"
-        assert self.segments[0].base_offset == self.log_start_offset
+        assert self.segments[0].base_offset <= self.log_start_offset  # DeleteRecords moves it inside a segment
         for earlier, later in zip(self.segments, self.segments[1:]):
             assert earlier.next_offset <= later.base_offset
 

@@ -199,7 +199,10 @@ class Log:
         assert 0 <= self.log_start_offset <= self._leo
         assert self.recovery_point <= self._leo
         assert self._bases == sorted(self._bases)
-        assert self._segments[0].base_offset == self.log_start_offset
+        # DeleteRecords moves the log start inside a segment; a segment wholly below it
+        # is deleted at once, so only the first segment may hold offsets below it.
+        assert self._segments[0].base_offset <= self.log_start_offset
+        assert len(self._segments) == 1 or self._segments[1].base_offset > self.log_start_offset
 
     # ------------------------------------------------------------------ properties
 
@@ -214,6 +217,10 @@ class Log:
     @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
+
+    @property
+    def first_segment_base_offset(self) -> int:
+        return self._bases[0]
 
     @property
     def size_bytes(self) -> int:
@@ -484,11 +491,13 @@ class Log:
             for pos, fields in segment.iter_headers(position):
                 if fields[H_MAX_TIMESTAMP] < timestamp:
                     continue
+                if fields[H_BASE_OFFSET] + fields[H_LAST_OFFSET_DELTA] < self.log_start_offset:
+                    continue  # deleted by DeleteRecords: the answer is never below the log start
                 data = segment.read_at(pos, fields[H_BATCH_LENGTH] + LOG_OVERHEAD)
                 for record in records.decode_records(data):
-                    if record.timestamp >= timestamp:
+                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
                         return record.offset, record.timestamp
-                return fields[H_BASE_OFFSET], fields[H_MAX_TIMESTAMP]
+                return max(fields[H_BASE_OFFSET], self.log_start_offset), fields[H_MAX_TIMESTAMP]
         return None
 
     # ------------------------------------------------------------------ truncation
@@ -514,6 +523,11 @@ class Log:
             self._bases.pop()
             self._dir_dirty = True
         self._leo = self.active_segment.truncate_to(offset)
+        if self._leo < self.log_start_offset:
+            # The batch holding `offset` started below a log start DeleteRecords set inside
+            # it: nothing of the log is left, so it restarts empty at its log start.
+            self.truncate_fully_and_start_at(self.log_start_offset)
+            return True
         self.first_dirty_offset = min(self.first_dirty_offset, self._leo)
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
@@ -537,13 +551,17 @@ class Log:
 
     # ------------------------------------------------------------------ retention
 
-    def delete_retained_segments(self, now_ms: int) -> int:
+    def delete_retained_segments(self, now_ms: int, upper_offset: int | None = None) -> int:
         """Delete whole old segments past retention.ms or beyond retention.bytes, oldest
         first, never the active segment, when cleanup.policy includes delete (a compacted
-        log alone keeps every segment). Returns how many were deleted."""
+        log alone keeps every segment). `upper_offset` (the HW, as Kafka bounds
+        deletable segments) keeps every segment holding an offset at or above it, so the
+        log start never passes the HW. Returns how many were deleted."""
         if not self.config.delete:
             return 0
         candidates = self._segments[:-1]
+        if upper_offset is not None:
+            candidates = [s for s in candidates if s.next_offset <= upper_offset]
         by_time = 0
         if self.config.retention_ms >= 0:
             while (by_time < len(candidates)
@@ -558,15 +576,42 @@ class Log:
         count = max(by_time, by_size)
         if count == 0:
             return 0
+        self._delete_oldest_segments(count)
+        self._raise_log_start(self._segments[0].base_offset)
+        self._check_invariants()
+        return count
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords on the leader, or a follower following the leader's log start
+        (Kafka's maybeIncrementLogStartOffset): the log start moves up to `offset`, which
+        may fall inside a segment, and every segment wholly below it is deleted through
+        the same path as retention. The caller bounds `offset` by the HW. Returns whether
+        the log start moved."""
+        assert offset <= self._leo
+        if offset <= self.log_start_offset:
+            return False
+        below = 0
+        while below + 1 < len(self._segments) and self._segments[below + 1].base_offset <= offset:
+            below += 1
+        if below:
+            self._delete_oldest_segments(below)
+        self._raise_log_start(offset)
+        self._check_invariants()
+        return True
+
+    def _delete_oldest_segments(self, count: int) -> None:
+        assert 0 < count < len(self._segments), "never the active segment"
         for segment in self._segments[:count]:
             segment.delete_files()
         del self._segments[:count], self._bases[:count]
-        self.log_start_offset = self._segments[0].base_offset
-        self.recovery_point = max(self.recovery_point, self.log_start_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._dir_dirty = True
-        self._check_invariants()
-        return count
+
+    def _raise_log_start(self, offset: int) -> None:
+        """The log start never moves down here (only a truncation below it restarts the log)."""
+        self.log_start_offset = max(self.log_start_offset, offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.first_dirty_offset = max(self.first_dirty_offset, self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     # ------------------------------------------------------------------ log cleaner
 

@@ -1,7 +1,9 @@
 """LogManager: every partition log of this broker across its log.dirs. DESIGN.md section 3.
 
 Per log dir it owns recovery-point-offset-checkpoint, replication-offset-checkpoint (the
-HW of each partition in that dir) and the .kafkalite_cleanshutdown marker, which is
+HW of each partition in that dir), log-start-offset-checkpoint (the log start of each log
+whose start DeleteRecords moved inside its first segment, as Kafka writes it) and the
+.kafkalite_cleanshutdown marker, which is
 removed when the dir is opened and written back by a clean `close`.
 
 Anything in a log dir that is not `<topic>-<partition>` (or our own checkpoint files) is
@@ -108,6 +110,11 @@ class LogManager:
         except checkpoint.CheckpointError as e:
             log.warning("%s; the log cleaner treats every log in %s as dirty", e, log_dir)
             cleaner_points = {}
+        try:
+            log_starts = checkpoint.read_offsets(os.path.join(log_dir, checkpoint.LOG_START_OFFSET_CHECKPOINT))
+        except checkpoint.CheckpointError as e:
+            log.warning("%s; logs in %s start at their first segment", e, log_dir)
+            log_starts = {}
         for name in names:
             path = os.path.join(log_dir, name)
             if name.endswith(_DELETE_SUFFIX) and os.path.isdir(path) and _is_our_deleted_dir(name):
@@ -125,6 +132,9 @@ class LogManager:
             self._dir_of[parsed] = log_dir
             self._count[log_dir] += 1
             opened = self._logs[parsed]
+            # A checkpointed log start past the end (a crash lost the tail) is clamped to
+            # it; one below the first segment is already implied by it.
+            opened.maybe_increment_log_start_offset(min(log_starts.get(parsed, 0), opened.log_end_offset))
             first_dirty = cleaner_points.get(parsed, opened.log_start_offset)
             if opened.log_start_offset <= first_dirty <= opened.log_end_offset:
                 opened.first_dirty_offset = first_dirty
@@ -259,6 +269,15 @@ class LogManager:
         if failed is not None:
             raise failed
 
+    def log_start_offsets(self) -> dict[TopicPartition, int]:
+        """Snapshot on the event-loop thread of every log start that lies above its first
+        segment's base (the others need no entry: the segment names say them)."""
+        return {key: lg.log_start_offset for key, lg in self._logs.items()
+                if lg.log_start_offset > lg.first_segment_base_offset}
+
+    def write_log_start_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._write_offsets(checkpoint.LOG_START_OFFSET_CHECKPOINT, offsets)
+
     def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         """First dirty offset of every log (cleaner-offset-checkpoint), snapshotted here."""
         return {key: lg.first_dirty_offset for key, lg in self._logs.items()}
@@ -304,6 +323,7 @@ class LogManager:
         self.flush_all()
         self.checkpoint_recovery_points()
         self.write_cleaner_checkpoints(self.cleaner_checkpoints())
+        self.write_log_start_offsets(self.log_start_offsets())
         for lg in self._logs.values():
             lg.close()
         for log_dir in self.online_dirs:  # an offline dir is recovered at the next start

@@ -265,13 +265,19 @@ def error_response(header: RequestHeader, request_body: dict, error_code: int) -
     members, ...) so the client can match each error to what it asked for. Used to answer
     group APIs before groups exist and well-formed requests the broker cannot serve.
     """
+    return encode_response(header, error_response_body(header, request_body, error_code))
+
+
+def error_response_body(header: RequestHeader, request_body: dict, error_code: int) -> dict:
+    """The body of `error_response`, not yet encoded (authorization answers the elements
+    of a request it refuses with these, next to the handler's answers for the rest)."""
     message = SCHEMAS[(ApiKey(header.api_key), RESPONSE)]
     version = header.api_version
     body = _error_struct(message.fields, version, error_code)
     echo = ERROR_ECHO.get(ApiKey(header.api_key))
     if echo is not None:
         _echo_into(body, message.fields, request_body, echo, version, error_code)
-    return encode_response(header, body)
+    return body
 
 
 def _error_struct(fields: tuple[Field, ...], version: int, error_code: int) -> dict:

@@ -36,13 +36,20 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
 
 
@@ -585,6 +592,47 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             )),
         )),
     )),
+    (ApiKey.ALTER_CONFIGS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    )),
+    (ApiKey.ALTER_CONFIGS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    )),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, REQUEST): _message(0, 0, flexible=None, fields=(
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('configs', '[]', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('config_operation', 'int8', '0+'),
+                F('value', 'string', '0+', nullable='0+'),
+            )),
+        )),
+        F('validate_only', 'bool', '0+'),
+    )),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, RESPONSE): _message(0, 0, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('responses', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+        )),
+    )),
     (ApiKey.CREATE_PARTITIONS, REQUEST): _message(0, 1, flexible=None, fields=(
         F('topics', '[]', '0+', fields=(
             F('name', 'string', '0+'),
@@ -621,6 +669,122 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
                 F('partition_id', 'int32', '0+'),
                 F('error_code', 'int16', '0+'),
                 F('error_message', 'string', '0+', nullable='0+'),
+            )),
+        )),
+    )),
+    (ApiKey.DELETE_RECORDS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('topics', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('offset', 'int64', '0+'),
+            )),
+        )),
+        F('timeout_ms', 'int32', '0+'),
+    )),
+    (ApiKey.DELETE_RECORDS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('topics', '[]', '0+', fields=(
+            F('name', 'string', '0+'),
+            F('partitions', '[]', '0+', fields=(
+                F('partition_index', 'int32', '0+'),
+                F('low_watermark', 'int64', '0+'),
+                F('error_code', 'int16', '0+'),
+            )),
+        )),
+    )),
+    (ApiKey.DESCRIBE_LOG_DIRS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('topics', '[]', '0+', nullable='0+', fields=(
+            F('topic', 'string', '0+'),
+            F('partitions', '[]int32', '0+'),
+        )),
+    )),
+    (ApiKey.DESCRIBE_LOG_DIRS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('log_dir', 'string', '0+'),
+            F('topics', '[]', '0+', fields=(
+                F('name', 'string', '0+'),
+                F('partitions', '[]', '0+', fields=(
+                    F('partition_index', 'int32', '0+'),
+                    F('partition_size', 'int64', '0+'),
+                    F('offset_lag', 'int64', '0+'),
+                    F('is_future_key', 'bool', '0+'),
+                )),
+            )),
+        )),
+    )),
+    # ACLs (issue 15): v0 has no pattern type (always LITERAL); v2+ are flexible.
+    (ApiKey.DESCRIBE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('resource_type_filter', 'int8', '0+'),
+        F('resource_name_filter', 'string', '0+', nullable='0+'),
+        F('pattern_type_filter', 'int8', '1+', default=3),
+        F('principal_filter', 'string', '0+', nullable='0+'),
+        F('host_filter', 'string', '0+', nullable='0+'),
+        F('operation', 'int8', '0+'),
+        F('permission_type', 'int8', '0+'),
+    )),
+    (ApiKey.DESCRIBE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('resources', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('pattern_type', 'int8', '1+', default=3),
+            F('acls', '[]', '0+', fields=(
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            )),
+        )),
+    )),
+    (ApiKey.CREATE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('creations', '[]', '0+', fields=(
+            F('resource_type', 'int8', '0+'),
+            F('resource_name', 'string', '0+'),
+            F('resource_pattern_type', 'int8', '1+', default=3),
+            F('principal', 'string', '0+'),
+            F('host', 'string', '0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    )),
+    (ApiKey.CREATE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('results', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+        )),
+    )),
+    (ApiKey.DELETE_ACLS, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('filters', '[]', '0+', fields=(
+            F('resource_type_filter', 'int8', '0+'),
+            F('resource_name_filter', 'string', '0+', nullable='0+'),
+            F('pattern_type_filter', 'int8', '1+', default=3),
+            F('principal_filter', 'string', '0+', nullable='0+'),
+            F('host_filter', 'string', '0+', nullable='0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        )),
+    )),
+    (ApiKey.DELETE_ACLS, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('throttle_time_ms', 'int32', '0+'),
+        F('filter_results', '[]', '0+', fields=(
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('matching_acls', '[]', '0+', fields=(
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+                F('resource_type', 'int8', '0+'),
+                F('resource_name', 'string', '0+'),
+                F('pattern_type', 'int8', '1+', default=3),
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
             )),
         )),
     )),
@@ -679,7 +843,15 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",
                                   (("resource_type", "resource_type"),
                                    ("resource_name", "resource_name"))),
+    ApiKey.ALTER_CONFIGS: Echo("resources", "responses",
+                               (("resource_type", "resource_type"), ("resource_name", "resource_name"))),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Echo("resources", "responses",
+                                           (("resource_type", "resource_type"), ("resource_name", "resource_name"))),
     ApiKey.CREATE_PARTITIONS: Echo("topics", "results", (("name", "name"),)),
+    ApiKey.CREATE_ACLS: Echo("creations", "results", ()),
+    ApiKey.DELETE_ACLS: Echo("filters", "filter_results", ()),
     ApiKey.ELECT_LEADERS: Echo("topic_partitions", "replica_election_results", (("topic", "topic"),),
                                Echo("partition_id", "partition_result", (("partition_id", SELF),))),
+    ApiKey.DELETE_RECORDS: Echo("topics", "topics", (("name", "name"),),
+                                Echo("partitions", "partitions", (("partition_index", "partition_index"),))),
 }

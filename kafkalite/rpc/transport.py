@@ -5,6 +5,10 @@ Request headers carry `api`, `version`, `correlation_id`, `sender` and the fenci
 the request depends on; responses carry `correlation_id` and `error` (a Kafka error code,
 0 for none). The server side hands each decoded request to one handler coroutine and
 writes back what it returns; a malformed frame closes that connection and nothing else.
+
+With a cluster secret (`secret`), every connection starts with the mutual handshake of
+kafkalite.rpc.auth; the server reads no request from a connection that has not passed it,
+and a failed or missing handshake closes the connection with a log line.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
+from kafkalite.rpc import auth
 from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
@@ -53,14 +58,50 @@ async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> byt
         return None
 
 
+async def _read_message(reader: asyncio.StreamReader) -> dict[str, Any]:
+    """One handshake frame's header map (handshake frames are small and carry no payload)."""
+    frame = await _read_frame(reader, AUTH_FRAME_BYTES_MAX)
+    if frame is None:
+        raise auth.RpcAuthError("connection closed during the handshake")
+    header, _ = decode_frame(frame)
+    return header
+
+
+AUTH_FRAME_BYTES_MAX = 4096
+
+
 class RpcServer(StreamServer):
-    def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX):
+    def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX, secret: bytes | None = None):
         super().__init__()
         self._handler = handler
         self._frame_bytes_max = frame_bytes_max
+        self._secret = secret
+        self.auth_failures = 0
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any) -> bool:
+        assert self._secret is not None
+        try:
+            async with asyncio.timeout(auth.HANDSHAKE_TIMEOUT_S):
+                client_nonce, challenge = auth.server_challenge(self._secret, await _read_message(reader), auth.new_nonce())
+                writer.writelines(encode_frame(challenge))
+                await writer.drain()
+                auth.server_finish(self._secret, client_nonce, challenge["server_nonce"], await _read_message(reader))
+            return True
+        except (auth.RpcAuthError, MalformedFrameError) as e:
+            reason = str(e)
+        except TimeoutError:
+            reason = f"no handshake within {auth.HANDSHAKE_TIMEOUT_S:g} s"
+        except (ConnectionError, OSError) as e:
+            reason = f"connection failed during the handshake: {e}"
+        self.auth_failures += 1
+        log.warning("closing rpc connection from %s: authentication failed (%s)", peer, reason)
+        return False
 
     async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        if self._secret is not None and not await self._authenticate(reader, writer, peer):
+            writer.close()
+            return
         pending: set[asyncio.Task] = set()
         lock = asyncio.Lock()
 
@@ -112,10 +153,12 @@ class RpcServer(StreamServer):
 class RpcClient:
     """A connection to one peer broker; reconnects lazily; every call has a deadline."""
 
-    def __init__(self, host: str, port: int, *, sender: int, on_drop: Callable[[], None] | None = None):
+    def __init__(self, host: str, port: int, *, sender: int, on_drop: Callable[[], None] | None = None,
+                 secret: bytes | None = None):
         self.host = host
         self.port = port
         self.sender = sender
+        self._secret = secret
         self.on_drop = on_drop  # called when an established connection ends (not on close())
         self._cids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
@@ -143,9 +186,27 @@ class RpcClient:
                 raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             except OSError as e:
                 raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
+            if self._secret is not None:
+                await self._authenticate(reader, writer)
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
             return writer
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The client half of kafkalite.rpc.auth's handshake; RpcError (connection closed)
+        when the server does not prove it holds the secret, or closes on us."""
+        assert self._secret is not None
+        nonce = auth.new_nonce()
+        try:
+            async with asyncio.timeout(auth.HANDSHAKE_TIMEOUT_S):
+                writer.writelines(encode_frame(auth.client_hello(nonce, self.sender)))
+                await writer.drain()
+                writer.writelines(encode_frame(auth.client_finish(self._secret, nonce, await _read_message(reader))))
+                await writer.drain()
+        except (auth.RpcAuthError, MalformedFrameError, TimeoutError, ConnectionError, OSError) as e:
+            writer.close()
+            log.warning("rpc handshake with %s:%d failed: %s", self.host, self.port, e or type(e).__name__)
+            raise RpcError(f"authentication with {self.host}:{self.port} failed: {e or type(e).__name__}") from None
 
     async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         error: Exception = RpcError(f"connection to {self.host}:{self.port} lost")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,6 +33,8 @@ from kafkalite.testing.netns import NetnsError, NetnsLayout
 from kafkalite.testing.zookeeper import ZooKeeperServer
 
 STATE_FILE = "cluster.json"
+INTER_BROKER_SECRET_FILE = "inter-broker.secret"
+ZK_DIGEST_FILE = "zookeeper.digest"
 CLIENT_PROPERTIES = "client.properties"
 ADMIN_USER = "admin"
 START_TIMEOUT_S = 60.0
@@ -80,7 +83,8 @@ class LocalCluster:
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
                  ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1,
-                 small_log_dir: str | None = None, secure: bool = False, mtls_ports: list[int] | None = None):
+                 small_log_dir: str | None = None, zk_acl: bool = False, secure: bool = False,
+                 mtls_ports: list[int] | None = None):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -104,6 +108,9 @@ class LocalCluster:
         # Issue 14: a second log dir per broker on a tmpfs of this size ("256m"), for disk
         # faults (bin/chaos fills it up); mounted by `up`, unmounted by `down` (root only).
         self.small_log_dir = small_log_dir
+        # Issue 15: the brokers authenticate to ZooKeeper with a digest identity made for
+        # this cluster and create their znodes with ACLs (zookeeper.set.acl).
+        self.zk_acl = zk_acl
         # Issue 15: the client listener is SASL_SSL (SCRAM-SHA-512) with a dev CA under
         # tls/, an `admin` user and client.properties; with `mtls_ports` every broker also
         # has an SSL listener there that requires a client certificate (mutual TLS).
@@ -192,6 +199,9 @@ class LocalCluster:
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
+        self._make_inter_broker_secret()
+        if self.zk_acl:
+            self._make_zk_digest()
         if self.net is not None:
             self.state["netns"] = self.net.to_dict()
         if self.secure:
@@ -239,16 +249,23 @@ class LocalCluster:
         import secrets
 
         from kafkalite.cli.dev_ca import create_dev_ca
-        from kafkalite.cli.zk_session import zookeeper
         from kafkalite.core.sasl import SALT_BYTES, SCRAM_SHA_256, SCRAM_SHA_512, make_credential
+        from kafkalite.zk.client import ZkAdapter
+        from kafkalite.zk.security import make_client
         from kafkalite.zk.users import alter_user_config
 
         hosts = tuple(sorted({"127.0.0.1"} | ({m.address for m in self.net.members.values()} if self.net is not None else set())))
         tls = create_dev_ca(self.dir / "tls", hosts)
         password = secrets.token_urlsafe(18)
         credentials = {m: make_credential(m, password, secrets.token_bytes(SALT_BYTES)).to_kafka() for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
-        with zookeeper(self.state["zookeeper"]["connect"]) as zk:
-            alter_user_config(zk.client, ADMIN_USER, credentials)
+        security = self._zk_security_of_state()  # with --zk-acl: the cluster's digest identity, private ACL
+        client = make_client(self.state["zookeeper"]["connect"], 10, security)
+        client.start(timeout=15)
+        try:
+            alter_user_config(ZkAdapter(client, security=security), ADMIN_USER, credentials)
+        finally:
+            client.stop()
+            client.close()
         hosts_ports = [self._write_broker_ports(i) for i in range(1, self.count + 1)]
         props = {
             "bootstrap.servers": ",".join(f"{h}:{p}" for h, p in hosts_ports),
@@ -281,6 +298,57 @@ class LocalCluster:
     def _scheme_ports(self, i: int) -> tuple[int, int, int]:
         return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
 
+    def _make_inter_broker_secret(self) -> None:
+        """Issue 15: a new random secret per cluster, in a file only its owner reads, so the
+        brokers' RPC connections are authenticated (kafkalite.rpc.auth), unless the
+        overrides configure one (or turn it off with an empty inter.broker.secret)."""
+        if "inter.broker.secret" in self.overrides or "inter.broker.secret.file" in self.overrides:
+            return
+        path = self.dir / INTER_BROKER_SECRET_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        self.state["inter_broker_secret_file"] = str(path)
+
+    def _make_zk_digest(self) -> None:
+        """Credentials file (0600) of the cluster's ZooKeeper identity: one line user:password."""
+        path = self.dir / ZK_DIGEST_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"kafkalite:{secrets.token_hex(16)}\n")
+        self.state["zk_digest_file"] = str(path)
+        if not self.external_zk:  # our own ZooKeeper: its root is the cluster's too
+            from kafkalite.zk.security import make_client, secure_root
+
+            security = self._zk_security_of_state()
+            client = make_client(self.state["zookeeper"]["connect"], 10, security)
+            client.start(timeout=15)
+            try:
+                secure_root(client, security)
+            finally:
+                client.stop()
+                client.close()
+
+    def _zk_security_of_state(self) -> Any:
+        from kafkalite.zk.security import ZkSecurity, security_from
+
+        path = self.state.get("zk_digest_file")
+        return security_from(True, "", "", path) if path else ZkSecurity()
+
+    def zk_security(self) -> Any:
+        """The kafkalite.zk.security settings an admin tool of this cluster uses."""
+        self._reload()
+        return self._zk_security_of_state()
+
+    def inter_broker_secret(self) -> bytes | None:
+        """The secret the brokers' RPC uses (tests that speak the RPC need it)."""
+        from kafkalite.rpc.auth import load_secret
+
+        self._reload()
+        overrides = self.state.get("overrides", self.overrides)
+        return load_secret(str(overrides.get("inter.broker.secret", "")),
+                           str(overrides.get("inter.broker.secret.file", self.state.get("inter_broker_secret_file", ""))))
+
     def _write_broker_config(self, i: int, ports: tuple[int, int, int] | None = None, rack: str | None = None) -> dict[str, Any]:
         bdir = self.dir / f"broker-{i}"
         (bdir / "data").mkdir(parents=True, exist_ok=True)
@@ -309,6 +377,11 @@ class LocalCluster:
             "zookeeper.connect": self.state["zookeeper"]["connect"], "log.dirs": ",".join(log_dirs),
             "broker.rack": rack,
         }
+        if self.state.get("inter_broker_secret_file"):
+            props["inter.broker.secret.file"] = self.state["inter_broker_secret_file"]
+        if self.state.get("zk_digest_file"):
+            props["zookeeper.set.acl"] = "true"
+            props["zookeeper.digest.file"] = self.state["zk_digest_file"]
         if self.state.get("secure"):
             props.update(self._security_props(i, host, port))
         props.update(self.overrides)
@@ -365,9 +438,9 @@ class LocalCluster:
         return True
 
     def _zk_view(self) -> tuple[set[int], int | None]:
-        from kazoo.client import KazooClient
+        from kafkalite.zk.security import make_client
 
-        client = KazooClient(hosts=self.state["zookeeper"]["connect"], timeout=5)
+        client = make_client(self.state["zookeeper"]["connect"], 5, self.zk_security())
         client.start(timeout=5)
         try:
             ids = set(int(x) for x in (client.get_children("/brokers/ids") if client.exists("/brokers/ids") else []))
@@ -454,6 +527,10 @@ class LocalCluster:
             "zookeeper": {"connect": zk["connect"], "pid": zk["pid"], "alive": zk_ok},
             "controller": controller, "brokers": brokers, "dir": str(self.dir),
         }
+        if self.state.get("zk_digest_file"):  # issue 15: --zk-acl
+            out["zookeeper"]["digest_file"] = self.state["zk_digest_file"]
+        if self.state.get("inter_broker_secret_file"):
+            out["inter_broker_secret_file"] = self.state["inter_broker_secret_file"]
         if self.state.get("secure"):
             out["client_config"] = self.state["secure"]["client_config"]
         if self.state.get("netns"):

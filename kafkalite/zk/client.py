@@ -13,6 +13,7 @@ events on its queue (STYLE.md habit 3).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -43,6 +44,7 @@ from kafkalite.zk.errors import (
     UnknownTopicError,
     ZkContentionError,
     ZkError,
+    ZnodeDecodeError,
     ZnodeExistsError,
     ZnodeNotFoundError,
 )
@@ -55,6 +57,7 @@ from kafkalite.zk.multi import (
     OpResult,
 )
 from kafkalite.zk.multi_read import MultiRead
+from kafkalite.zk.security import ZkSecurity
 
 TopicPartition = tuple[str, int]
 
@@ -95,10 +98,14 @@ class ZkAdapter:
         multi_read_paths_max: int = MULTI_READ_PATHS_MAX_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         contention_retries_max: int = CONTENTION_RETRIES_MAX_DEFAULT,
+        security: ZkSecurity | None = None,
     ) -> None:
         assert reads_in_flight_max > 0
         assert contention_retries_max > 0
         self.client = client
+        # Issue 15: the znode ACLs (kafkalite.zk.security). The client's default ACL covers
+        # every creation; `create` also gives sensitive paths their private ACL.
+        self.security = security
         self.reads_in_flight_max = reads_in_flight_max
         self.multi_read_paths_max = multi_read_paths_max
         self._multi_read = multi_read  # until a server refuses it
@@ -142,10 +149,14 @@ class ZkAdapter:
         except ZnodeNotFoundError:
             return None
 
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False) -> ZnodeStat:
-        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists."""
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False, makepath: bool = False, acl: list | None = None) -> ZnodeStat:
+        """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists.
+        `acl`: the znode's ACL when it must differ from the client's default; by default
+        the security's ACL for the path (sensitive paths: no world READ)."""
+        if acl is None and self.security is not None:
+            acl = self.security.acl_for(path)
         with calls(path):
-            _, stat = self.client.create(path, data, ephemeral=ephemeral, makepath=makepath, include_data=True)
+            _, stat = self.client.create(path, data, acl=acl, ephemeral=ephemeral, makepath=makepath, include_data=True)
         return stat
 
     def conditional_set(
@@ -468,12 +479,24 @@ class ZkAdapter:
         return self.get_topic_assignments([topic]).get(topic)
 
     def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, tuple[TopicAssignment, int]]:
-        """Pipelined; topics that do not exist are left out."""
-        by_path = {paths.topic_path(t): t for t in topics}
+        """Pipelined; topics that do not exist are left out. A topic's config is its
+        /config/topics/<topic> when that exists (issue 16: where AlterConfigs writes), else
+        what the assignment znode carries (topics of clusters from before issue 16)."""
+        names = list(topics)
+        by_path = {paths.topic_path(t): t for t in names}
+        config_paths = {paths.config_topic_path(t): t for t in names}
+        replies = self.get_many([*by_path, *config_paths])
         assignments = {}
-        for path, reply in self.get_many(by_path).items():
-            if reply is not None:
-                assignments[by_path[path]] = (codec.decode_topic_assignment(reply[0], path), reply[1].version)
+        for path, topic in by_path.items():
+            reply = replies.get(path)
+            if reply is None:
+                continue
+            assignment = codec.decode_topic_assignment(reply[0], path)
+            config_path = paths.config_topic_path(topic)
+            stored = replies.get(config_path)
+            if stored is not None:
+                assignment = dataclasses.replace(assignment, config=codec.decode_entity_config(stored[0], config_path))
+            assignments[topic] = (assignment, reply[1].version)
         return assignments
 
     def create_topic_znode(self, topic: str, assignment: TopicAssignment) -> int:
@@ -484,6 +507,8 @@ class ZkAdapter:
             self.create(path, codec.encode_topic_assignment(assignment))
         except ZnodeExistsError:
             raise TopicAlreadyExistsError(path, f"topic {topic!r} already exists") from None
+        # Kafka's layout too: /config/topics/<topic> is where alterations go and what is read.
+        self.set_entity_config(paths.config_topic_path(topic), dict(assignment.config), notify=None)
         return 0
 
     def set_topic_assignment(self, topic: str, assignment: TopicAssignment, expected_version: int) -> int:
@@ -511,12 +536,57 @@ class ZkAdapter:
     def delete_topic_znodes(self, topic: str) -> None:
         """Remove the topic, its partition states and its deletion marker (the controller,
         once every replica is deleted). Missing znodes are fine."""
-        for path in (paths.topic_path(topic), paths.admin_delete_topic_path(topic)):
+        for path in (paths.topic_path(topic), paths.config_topic_path(topic), paths.admin_delete_topic_path(topic)):
             try:
                 with calls(path):
                     self.client.delete(path, recursive=True)
             except ZnodeNotFoundError:
                 pass
+
+    # ------------------------------------------------------------------ dynamic configs (issue 16)
+
+    def get_entity_config(self, path: str) -> dict[str, str] | None:
+        """/config/topics/<t> or /config/brokers/<id|<default>>; None when absent."""
+        got = self.get(path)
+        return None if got is None else codec.decode_entity_config(got[0], path)
+
+    def set_entity_config(self, path: str, config: dict[str, str], *, notify: str | None) -> None:
+        """Write an entity's whole config, then announce it under /config/changes (as
+        Kafka 2.x does: config first, so whoever reads the notification sees it)."""
+        data = codec.encode_entity_config(config)
+        try:
+            with calls(path):
+                self.client.set(path, data)
+        except ZnodeNotFoundError:
+            try:
+                self.create(path, data, makepath=True)
+            except ZnodeExistsError:  # created in between: write over it
+                with calls(path):
+                    self.client.set(path, data)
+        if notify is not None:
+            self.ensure_path(paths.config_changes_path())
+            prefix = paths.config_change_prefix()
+            with calls(prefix):
+                self.client.create(prefix, codec.encode_config_change(notify), sequence=True)
+
+    def get_config_changes(self) -> list[tuple[str, str | None, float]]:
+        """(name, entity path or None if unreadable/gone, ctime in s) of every notification."""
+        names = [n for n in (self.get_children(paths.config_changes_path()) or []) if n.startswith(paths.CONFIG_CHANGE_PREFIX)]
+        replies = self.get_many([paths.config_change_path(n) for n in names])
+        out = []
+        for name in names:
+            path = paths.config_change_path(name)
+            reply = replies.get(path)
+            if reply is None:
+                out.append((name, None, 0.0))
+                continue
+            try:
+                entity: str | None = codec.decode_config_change(reply[0], path)
+            except ZnodeDecodeError as e:
+                log.warning("ignoring config change notification: %s", e)
+                entity = None
+            out.append((name, entity, reply[1].ctime / 1000))
+        return out
 
     # ------------------------------------------------------------------ reassignment
 

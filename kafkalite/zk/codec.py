@@ -225,6 +225,20 @@ def encode_reassignment(value: Reassignment) -> bytes:
     return _dumps(out)
 
 
+ENTITY_CONFIG_VERSION = 1
+CONFIG_CHANGE_VERSION = 2
+
+
+def encode_entity_config(config: dict[str, str]) -> bytes:
+    """/config/topics/<t>, /config/brokers/<id|<default>>: Kafka 2.x's layout."""
+    return _dumps({"version": ENTITY_CONFIG_VERSION, "config": dict(sorted(config.items()))})
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """/config/changes/config_change_N: which entity changed ("topics/foo", "brokers/1")."""
+    return _dumps({"version": CONFIG_CHANGE_VERSION, "entity_path": entity_path})
+
+
 def encode_empty() -> bytes:
     """`{}`: the value of /admin/delete_topics/<t> and /admin/partitions_remove/<t>/<p>."""
     return b"{}"
@@ -461,3 +475,21 @@ def decode_reassignment(data: bytes | None, path: str) -> Reassignment:
             r.fail(f"unknown throttle {key!r}; expected {' or '.join(THROTTLE_KEYS)}")
         throttle[key] = r.check_int(rate, key, 1)
     return Reassignment(partitions=dict(sorted(partitions.items())), throttle=throttle)
+
+
+def decode_entity_config(data: bytes | None, path: str) -> dict[str, str]:
+    r = _Reader(data, path)
+    raw = r.obj.get("config", {})
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        r.fail(f"config must be an object of strings, got {raw!r}")
+    return dict(raw)
+
+
+def decode_config_change(data: bytes | None, path: str) -> str:
+    """The entity path of a change notification ("topics/foo", "brokers/<default>")."""
+    r = _Reader(data, path)
+    entity = r.str("entity_path")
+    kind, sep, name = entity.partition("/")
+    if not sep or not name or kind not in ("topics", "brokers"):
+        r.fail(f"entity_path must be topics/<name> or brokers/<id|<default>>, got {entity!r}")
+    return entity

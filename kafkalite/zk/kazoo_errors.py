@@ -10,6 +10,7 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
@@ -35,6 +36,9 @@ def translate(error: BaseException, path: str, expected_version: int = -1) -> Zk
         return ZnodeNotFoundError(path)
     if isinstance(error, NodeExistsError):
         return ZnodeExistsError(path)
+    if isinstance(error, NoAuthError):
+        return ZkError(f"ZooKeeper refused the operation on {path}: not authorized (the cluster's znodes carry ACLs; "
+                       "use its credentials: zookeeper.digest.* for brokers, KAFKALITE_ZK_DIGEST_FILE for admin tools)")
     if isinstance(error, SessionExpiredError):
         return ZkSessionExpiredError(f"ZooKeeper session expired during an operation on {path}")
     if isinstance(error, (ConnectionLoss, ConnectionClosedError, OperationTimeoutError, KazooTimeoutError)):

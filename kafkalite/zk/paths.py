@@ -28,6 +28,14 @@ LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # LeaderAndIsr answers; an ephemeral per broker carries the partitions itself and lives
 # exactly as long as the registration whose replicas are offline.
 LOG_DIR_FAILURES = "/log_dir_failures"
+# Issue 16, Kafka 2.x's dynamic configs: /config/topics/<topic>, /config/brokers/<id> and
+# /config/brokers/<default> hold {"version":1,"config":{...}}; each change is announced by a
+# sequential /config/changes/config_change_NNNNNNNNNN {"version":2,"entity_path":"topics/t"}.
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+BROKER_DEFAULT_ENTITY = "<default>"
 
 # Persistent parents that must exist before watches are set on them.
 PERSISTENT_PARENTS = (
@@ -38,6 +46,9 @@ PERSISTENT_PARENTS = (
     ADMIN_PARTITIONS_ADD,
     ADMIN_PARTITIONS_REMOVE,
     LOG_DIR_FAILURES,
+    CONFIG_TOPICS,
+    CONFIG_BROKERS,
+    CONFIG_CHANGES,
 )
 
 
@@ -170,13 +181,34 @@ def last_component(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-# Issue 15: SCRAM credentials, as Kafka stores them. /config/users/<sanitized name> holds
-# {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,..."}}; a change is
-# announced by a sequential /config/changes/config_change_NNNNNNNNNN with
-# {"version":2,"entity_path":"users/<sanitized name>"} (Kafka's ConfigEntityChangeNotification).
+def config_topic_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{_topic(topic)}"
+
+
+def config_broker_path(entity: str) -> str:
+    """`entity`: a broker id ("1") or BROKER_DEFAULT_ENTITY."""
+    if entity != BROKER_DEFAULT_ENTITY and not entity.isdigit():
+        raise ValueError(f"broker config entity {entity!r} is neither an id nor {BROKER_DEFAULT_ENTITY}")
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_changes_path() -> str:
+    return CONFIG_CHANGES
+
+
+def config_change_prefix() -> str:
+    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"
+
+
+def config_change_path(name: str) -> str:
+    assert name.startswith(CONFIG_CHANGE_PREFIX), name
+    return f"{CONFIG_CHANGES}/{name}"
+
+
+# Issue 15: SCRAM credentials, as Kafka stores them: /config/users/<sanitized name> holds
+# {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,..."}}, announced under
+# /config/changes with the entity path "users/<sanitized name>".
 CONFIG_USERS = "/config/users"
-CONFIG_CHANGES = "/config/changes"
-CONFIG_CHANGE_PREFIX = "config_change_"
 
 
 def sanitize_user(name: str) -> str:
@@ -200,7 +232,3 @@ def config_users_path() -> str:
 
 def config_user_path(name: str) -> str:
     return f"{CONFIG_USERS}/{sanitize_user(name)}"
-
-
-def config_change_prefix_path() -> str:
-    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"

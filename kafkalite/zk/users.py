@@ -15,11 +15,11 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from kafkalite.zk import paths
-from kafkalite.zk.errors import ZkError, ZnodeDecodeError
+from kafkalite.zk import codec, paths
+from kafkalite.zk.client import ZkAdapter
+from kafkalite.zk.errors import ZkError, ZnodeDecodeError, ZnodeExistsError, ZnodeNotFoundError
 
 USER_CONFIG_VERSION = 1
-CHANGE_NOTIFICATION_VERSION = 2
 
 
 def encode_user_config(config: dict[str, str]) -> bytes:
@@ -65,15 +65,18 @@ def list_users(kazoo: Any) -> dict[str, dict[str, str]]:
     return out
 
 
-def _notify(kazoo: Any, name: str) -> None:
+def _notify(zk: ZkAdapter, name: str) -> None:
+    zk.ensure_path(paths.config_changes_path())
     entity = f"users/{paths.sanitize_user(name)}"
-    body = json.dumps({"version": CHANGE_NOTIFICATION_VERSION, "entity_path": entity}, separators=(",", ":")).encode()
-    kazoo.create(paths.config_change_prefix_path(), body, sequence=True, makepath=True)
+    zk.client.create(paths.config_change_prefix(), codec.encode_config_change(entity), sequence=True)
 
 
-def alter_user_config(kazoo: Any, name: str, set_keys: dict[str, str], delete_keys: tuple[str, ...] = ()) -> dict[str, str]:
+def alter_user_config(zk: ZkAdapter, name: str, set_keys: dict[str, str], delete_keys: tuple[str, ...] = ()) -> dict[str, str]:
     """Set and delete keys of a user's config (conditional on the znode version, retried on
-    a concurrent change); the user's znode is deleted when nothing is left. Returns the new map."""
+    a concurrent change); the user's znode is deleted when nothing is left. Returns the new map.
+    A new znode is created through the adapter, so on a cluster with ZooKeeper ACLs it gets
+    the private ACL of sensitive paths (kafkalite.zk.security)."""
+    kazoo = zk.client
     path = paths.config_user_path(name)
     for _ in range(10):
         try:
@@ -87,13 +90,13 @@ def alter_user_config(kazoo: Any, name: str, set_keys: dict[str, str], delete_ke
             if version < 0:
                 if not new:
                     return new
-                kazoo.create(path, encode_user_config(new), makepath=True)
+                zk.create(path, encode_user_config(new), makepath=True)
             elif new:
                 kazoo.set(path, encode_user_config(new), version=version)
             else:
                 kazoo.delete(path, version=version)
-        except (BadVersionError, NodeExistsError, NoNodeError):
+        except (BadVersionError, NodeExistsError, NoNodeError, ZnodeExistsError, ZnodeNotFoundError):
             continue  # someone else changed it meanwhile: re-read and re-decide
-        _notify(kazoo, name)
+        _notify(zk, name)
         return new
     raise ZkError(f"{path} kept changing under 10 attempts to update it")

@@ -121,9 +121,9 @@ def test_broker_restart_keeps_data_and_offsets(cluster_factory):
         assert offsets == list(range(len(offsets)))
 
 
-def _rpc(port: int, api: str, body: dict) -> dict:
+def _rpc(port: int, api: str, body: dict, secret: bytes | None = None) -> dict:
     async def go():
-        client = RpcClient("127.0.0.1", port, sender=999)
+        client = RpcClient("127.0.0.1", port, sender=999, secret=secret)
         try:
             header, _ = await client.call(api, body, timeout_ms=10000)
             return dict(header)
@@ -137,29 +137,30 @@ def test_stale_controller_and_broker_epochs_are_rejected(cluster):
     boot = cluster.status()["bootstrap"]
     create_topic(boot, "fenced", 1, 3)
     ctrl = controller_of(cluster)
+    secret = cluster.inter_broker_secret()  # the RPC is authenticated (issue 15): speak it as a broker would
     follower = next(b for b in cluster.status()["brokers"] if b["id"] != ctrl)
     st = broker_state(follower["admin_port"])
     epoch, my_epoch = st["controller_epoch_seen"], st["broker_epoch"]
     part = ["fenced", 0, follower["id"], 99, [follower["id"]], 99, [follower["id"]]]
     stale_ctrl = _rpc(follower["inter_broker_port"], "LeaderAndIsr",
-                      {"controller_id": 1, "controller_epoch": epoch - 1, "broker_epoch": my_epoch, "partitions": [part]})
+                      {"controller_id": 1, "controller_epoch": epoch - 1, "broker_epoch": my_epoch, "partitions": [part]}, secret=secret)
     assert stale_ctrl["error"] == 11  # STALE_CONTROLLER_EPOCH
     stale_broker = _rpc(follower["inter_broker_port"], "LeaderAndIsr",
-                        {"controller_id": 1, "controller_epoch": epoch, "broker_epoch": my_epoch - 1, "partitions": [part]})
+                        {"controller_id": 1, "controller_epoch": epoch, "broker_epoch": my_epoch - 1, "partitions": [part]}, secret=secret)
     assert stale_broker["error"] == 77  # STALE_BROKER_EPOCH
     stale_meta = _rpc(follower["inter_broker_port"], "UpdateMetadata",
-                      {"controller_id": 1, "controller_epoch": epoch - 1, "brokers": [], "partitions": {}})
+                      {"controller_id": 1, "controller_epoch": epoch - 1, "brokers": [], "partitions": {}}, secret=secret)
     assert stale_meta["error"] == 11
     # Nothing was applied: the partition keeps its real leader and the cache its brokers.
     after = broker_state(follower["admin_port"])
     assert after["partitions"]["fenced-0"]["leader_epoch"] != 99
     assert len(after["metadata"]["brokers"]) == 3
     # AlterIsr: to a broker that is not the controller, and with a stale broker epoch.
-    not_ctrl = _rpc(follower["inter_broker_port"], "AlterIsr", {"broker_id": follower["id"], "broker_epoch": my_epoch, "partitions": []})
+    not_ctrl = _rpc(follower["inter_broker_port"], "AlterIsr", {"broker_id": follower["id"], "broker_epoch": my_epoch, "partitions": []}, secret=secret)
     assert not_ctrl["error"] == 41  # NOT_CONTROLLER
     ctrl_port = cluster.broker(ctrl)["inter_broker_port"]
     stale_alter = _rpc(ctrl_port, "AlterIsr", {"broker_id": follower["id"], "broker_epoch": my_epoch - 1,
-                                                "partitions": [["fenced", 0, follower["id"], 0, [follower["id"]], 0]]})
+                                                "partitions": [["fenced", 0, follower["id"], 0, [follower["id"]], 0]]}, secret=secret)
     assert stale_alter["error"] == 77
 
 

@@ -58,6 +58,9 @@ class FlakyZk:
     def get_log_dir_failures(self):
         return {}
 
+    def get_config_changes(self):
+        return []
+
     def get_partition_admin_requests(self, kind):
         return {}
 
@@ -134,4 +137,33 @@ async def test_a_failover_that_fails_on_zookeeper_after_it_became_active_tries_i
     ctrl = _started(zk)
     await _until(lambda: len(removals) >= 2)
     assert ctrl.active and removals == [(("gone", 0),), (("gone", 0),)]
+    await ctrl.close()
+
+
+async def test_a_config_change_that_fails_on_zookeeper_is_handled_again(monkeypatch):
+    """Issue 16: the topics a /config/changes notification names are re-read; a connection
+    loss while reading them must not leave the notification counted as handled."""
+    from kafkalite.broker.controller_events import ConfigChange
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
+    reads: list = []
+
+    def get_topic_assignments(names):
+        reads.append(list(names))
+        if len(reads) == 1:
+            raise ZkConnectionLossError("connection lost")
+        return {}
+
+    zk.get_topic_assignments = get_topic_assignments  # type: ignore[method-assign]
+    zk.get_config_changes = lambda: [("config_change_0000000001", "topics/orders", 0.0)]  # type: ignore[method-assign]
+    ctrl.enqueue(ConfigChange())
+    await _until(lambda: len(reads) >= 2)
+    assert reads == [["orders"], ["orders"]]
+    ctrl.enqueue(ConfigChange())  # nothing new: not read again
+    await asyncio.sleep(0.05)
+    assert len(reads) == 2
     await ctrl.close()

@@ -60,3 +60,27 @@ def test_blocks_in_two_threads_overlapping_enable_once_both_ended():
     leave.set()
     t.join(10)
     assert gc.isenabled()
+
+
+def test_the_heap_is_settled_once_bulk_work_has_been_quiet_and_then_no_more_often_than_the_interval():
+    import time
+
+    from kafkalite import gc_pause
+
+    gc_pause._settled_at = float("-inf")  # (a fresh process's state)
+    gc_pause._bulk_ended_at = None
+    assert gc_pause.settle_if_due() is None  # no bulk work yet: nothing to settle
+    with gc_paused():
+        survivors = [[i] for i in range(10_000)]  # long-lived objects made by bulk work
+    ended = time.monotonic()
+    assert gc_pause.settle_if_due(ended + gc_pause.SETTLE_QUIET_S / 2) is None  # not quiet long enough
+    try:
+        assert gc_pause.settle_if_due(ended + gc_pause.SETTLE_QUIET_S) is not None
+        assert gc.get_freeze_count() >= len(survivors)  # they no longer cost a full collection
+        gc_pause.note_bulk_work()
+        later = time.monotonic() + gc_pause.SETTLE_QUIET_S
+        assert gc_pause.settle_if_due(later) is None  # within the minimum interval of the last settle
+        assert gc_pause.settle_if_due(ended + gc_pause.SETTLE_QUIET_S + gc_pause.SETTLE_INTERVAL_MIN_S) is not None
+        assert gc_pause.settle_if_due(ended + 10 * gc_pause.SETTLE_INTERVAL_MIN_S) is None  # settled: nothing new
+    finally:
+        gc.unfreeze()

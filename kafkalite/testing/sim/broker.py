@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.core import controller as core_controller
 from kafkalite.core.codes import CoreError, ErrorCode, OffsetOutOfRangeError
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch
+from kafkalite.core.fetch_session import FetchSessions, SessionPartition
 from kafkalite.core.messages import (
     AlterIsrResponse,
     ControlledShutdownRequest,
@@ -103,6 +104,8 @@ class SimBroker:
         self.sid: int | None = None
         self.controller: SimControllerDriver | None = None
         self.purgatory: Purgatory[int] = Purgatory()
+        self.fetch_sessions = FetchSessions()
+        self._session_incarnations: dict[int, int] = {}  # per follower: the incarnation its session is of
         self.produce_ops: dict[int, tuple[DelayedProduce, Callable[[ErrorCode], None]]] = {}
         self.pending_rpcs: dict[int, Callable[[Any], None]] = {}
         self.shutdown_attempts = 0  # > 0 while a controlled shutdown is under way
@@ -188,6 +191,7 @@ class SimBroker:
         self._zk_housekeeping()
         for rep in self.replicas.values():
             self._disk_housekeeping(rep)
+        self._idle_followers_caught_up()
         self.rm.maybe_shrink_isrs(self.now, self.cfg.replica_lag_time_max_ms)
         self._send_alter_isr()
         for tp in sorted(self.replicas):
@@ -322,7 +326,7 @@ class SimBroker:
             return
         last_fetched = -1 if self.cfg.bug_truncate_to_hw else f.latest_epoch()
         body = {"tp": tp, "replica": self.id, "offset": rep.leo, "current_leader_epoch": f.leader_epoch,
-                "last_fetched_epoch": last_fetched}
+                "last_fetched_epoch": last_fetched, "incarnation": self.incarnation}
         self.rpc(f.leader, "ReplicaFetch", body, lambda r: self._on_fetch(rep, f, r))
 
     def _fetch_again(self, rep: SimReplica, delay_ms: int) -> None:
@@ -352,6 +356,10 @@ class SimBroker:
         if "diverging" in resp:
             self._truncate_by_epoch(rep, f, resp["diverging"])
             return
+        if resp.get("idle"):
+            f.in_flight = False  # nothing changed: as a partition the broker's session answer leaves out
+            self._fetch_again(rep, self.cfg.fetch_backoff_ms)
+            return
         assert resp["offset"] == rep.leo  # one fetch in flight; nothing else appends
         for leader_epoch, payload in resp["records"]:
             rep.disk.assign_epoch(leader_epoch, rep.leo)
@@ -379,6 +387,16 @@ class SimBroker:
     def handle_ReplicaFetch(self, msg: Message) -> dict[str, Any]:
         body = msg.body
         tp, offset = body["tp"], body["offset"]
+        if self.cfg.fetch_sessions:
+            replica = body["replica"]
+            if self._session_incarnations.get(replica) != body["incarnation"]:
+                # A restarted follower's first fetch opens a new session, as the brokers' full request does.
+                self.fetch_sessions.start(replica, {}, self.now)
+                self._session_incarnations[replica] = body["incarnation"]
+            session = self.fetch_sessions.of(replica, self.now)
+            asked = SessionPartition(offset, body["current_leader_epoch"], body["last_fetched_epoch"])
+            if not session.request_one(tp, asked, self.now):
+                return {"error": 0, "idle": True}  # as the brokers' session leaves it out of the answer
         try:
             read = self.rm.follower_fetch(tp, body["replica"], offset, body["current_leader_epoch"], body["last_fetched_epoch"], self.now)
         except CoreError as error:
@@ -441,6 +459,7 @@ class SimBroker:
         if self.cfg.flush_mode == "always":
             rep.disk.flushed = rep.leo
         rep.leader_appended()
+        self.fetch_sessions.mark(rep.tp)
         return first, epoch
 
     def await_acks_all(self, tp: TP, last_offset: int, epoch: int, timeout_ms: int,
@@ -454,7 +473,18 @@ class SimBroker:
             self._finish_produce(op_id)
         self._hw_moved(tp)
 
+    def _idle_followers_caught_up(self) -> None:
+        """kafkalite.broker.replica_manager.ReplicaManager._idle_followers_caught_up."""
+        reread = []
+        for replica_id, tp, fetch_offset, as_of_ms in self.fetch_sessions.idle_caught_up():
+            rep = self.replicas.get(tp)
+            if rep is not None and rep.is_leader and rep.state.follower_still_caught_up(replica_id, fetch_offset, rep.leo, as_of_ms):
+                reread.append(tp)
+        for tp in reread:
+            self.fetch_sessions.mark(tp)
+
     def _hw_moved(self, tp: TP) -> None:
+        self.fetch_sessions.mark(tp)
         for op_id in self.purgatory.check_and_complete(tp):
             self._finish_produce(op_id)
 

@@ -77,6 +77,12 @@ class SimConfig:
     # broker is reported gone with this probability (until every fault is healed).
     process_watch_false_evidence: float = 0.0
 
+    # Issue 13: incremental replica fetch sessions (kafkalite.core.fetch_session), as the
+    # brokers ship. A fetch of a partition that changed on neither side since the leader
+    # last read it is answered "idle" without a read; the leader's ISR check refreshes
+    # such followers from the session (PartitionReplicaState.follower_still_caught_up).
+    fetch_sessions: bool = True
+
     # Controller failover elects away from ISR members that re-registered after the
     # partition state was written (kafkalite.core.controller, Controller._fence_bounced).
     failover_detects_bounced_brokers: bool = True

@@ -619,3 +619,26 @@ def test_a_repaired_replica_no_longer_reported_offline_is_told_its_role_again():
     assert ctrl.offline == {}
     (lai,) = run.to(2, LeaderAndIsr)
     assert [p.topic_partition for p in lai.partitions] == [T1] and lai.partitions[0].leader != 2
+
+
+def test_changed_topic_configs_go_to_every_live_broker_and_unchanged_ones_to_none():
+    """Issue 16: a /config/changes notification re-read by the driver."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.TopicConfigsChanged({"t": {"min.insync.replicas": "3"}, "unknown": {"a": "b"}}))
+    for b in (1, 2, 3):
+        (um,) = run.to(b, UpdateMetadata)
+        assert um.topic_configs == {"t": {"min.insync.replicas": "3"}}
+        assert {m.partition for m in um.partitions} == {0, 1}
+    assert ctrl.topics["t"].config == {"min.insync.replicas": "3"}
+    assert drive(ctrl, zk, core.TopicConfigsChanged({"t": {"min.insync.replicas": "3"}})).sends == []
+
+
+def test_enabling_unclean_election_on_a_topic_elects_its_offline_partitions_at_once():
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1,), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert zk.nodes[T0].leader == -1  # its only in-sync replica died
+    drive(ctrl, zk, core.TopicConfigsChanged({"t": {"unclean.leader.election.enable": "true"}}))
+    assert zk.nodes[T0].leader in (2, 3)
+    assert ctrl.unclean_elections == 1

@@ -64,6 +64,8 @@ LIBRARY_BUGS = {
        "the library models Kafka's Assignments [{BrokerIds []int32}] as a bare array of arrays "
        "(the same bytes; its positional form has no struct to fill)"
        for lib in LIBRARIES for v in (0, 1)},
+    ("kafka.protocol.old", ApiKey.DESCRIBE_LOG_DIRS, REQUEST, 0):
+        "kafka-python's old schema declares Partitions Int32; Kafka's DescribeLogDirsRequest has []int32",
 }
 
 
