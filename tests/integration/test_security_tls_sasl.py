@@ -31,7 +31,7 @@ from kafkalite.core.sasl import FAILED_MESSAGE, ScramClient
 from kafkalite.protocol.codec import decode_response, encode_request
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
-from kafkalite.testing.cluster import LocalCluster
+from kafkalite.testing.cluster import ADMIN_USER, LocalCluster
 from kafkalite.testing.fixtures import TEST_BROKER_OVERRIDES, fresh_chroot
 from kafkalite.testing.ports import free_ports
 
@@ -48,7 +48,12 @@ def secure(zk_server, tmp_path_factory):
     triples = [(ports[4 * i], ports[4 * i + 1], ports[4 * i + 2]) for i in range(brokers)]
     mtls_ports = [ports[4 * i + 3] for i in range(brokers)]
     directory = tmp_path_factory.mktemp("secure")
-    cluster = LocalCluster(directory, brokers=brokers, overrides=dict(TEST_BROKER_OVERRIDES),
+    # The authorizer is on (issue 15's other half): admin (SASL) and the dev-ca client
+    # certificate (mTLS) are super users; anyone else needs ACLs, which shows that the
+    # principal authentication sets is the one authorization sees.
+    overrides = {**TEST_BROKER_OVERRIDES, "authorizer.class.name": "kafkalite.AclAuthorizer",
+                 "super.users": f"User:{ADMIN_USER};User:CN=client,O=kafkalite"}
+    cluster = LocalCluster(directory, brokers=brokers, overrides=overrides,
                            zk_connect=fresh_chroot(zk_server, "secure"), ports=triples, secure=True, mtls_ports=mtls_ports)
     try:
         status = cluster.up()
@@ -451,3 +456,40 @@ def test_sasl_plaintext_with_plain_and_scram_sha_256_on_a_one_broker_cluster(zk_
             AdminClient({**base, "sasl.mechanisms": "PLAIN", "sasl.password": "wrong"}).list_topics(timeout=3)
     finally:
         cluster.down()
+
+
+def _produce_until(conf: dict, want_ok: bool, timeout_s: float = 20) -> str | None:
+    """Produce one record until the outcome is `want_ok` (ACL changes reach brokers through
+    a ZooKeeper watch); the last error's name, None if it went through."""
+    from confluent_kafka import Producer
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        producer = Producer({**conf, "acks": "all", "message.timeout.ms": 3000, "log_level": 0})
+        outcome: list = []
+        producer.produce(TOPIC, b"acl-probe", partition=0, on_delivery=lambda err, msg: outcome.append(err))
+        producer.flush(10)
+        err = outcome[0].name() if outcome and outcome[0] is not None else (None if outcome else "NO_ANSWER")
+        if (err is None) == want_ok or time.monotonic() > deadline:
+            return err
+        time.sleep(0.5)
+
+
+def test_the_authenticated_principal_is_what_the_authorizer_sees(secure, tmp_path):
+    zk = secure["cluster"].state["zookeeper"]["connect"]
+    conf = secure["status"]["client_config"]
+    assert _cli("users", "add", "carol", "--password", "carols-password", "--zookeeper", zk).returncode == 0
+    carol = {**secure["props"], "sasl.username": "carol", "sasl.password": "carols-password"}
+    assert _produce_until(carol, want_ok=False) == "TOPIC_AUTHORIZATION_FAILED"
+    added = _cli("acls", "add", "--allow", "--principal", "User:carol", "--operation", "Write", "--operation", "Describe",
+                 "--topic", TOPIC, "--command-config", conf)
+    assert added.returncode == 0, added.stderr
+    assert _produce_until(carol, want_ok=True) is None
+    # mTLS: the certificate's subject is the principal; another CN of the same CA is nobody special
+    other = issue(_ca_of(secure), "other", server=False)
+    cert, key = write_pair(other, tmp_path, "other")
+    other_conf = {**_mtls_props(secure), "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    assert _produce_until(other_conf, want_ok=False) == "TOPIC_AUTHORIZATION_FAILED"
+    assert _cli("acls", "add", "--allow", "--principal", "User:CN=other,O=kafkalite", "--operation", "Write",
+                "--operation", "Describe", "--topic", TOPIC, "--command-config", conf).returncode == 0
+    assert _produce_until(other_conf, want_ok=True) is None
