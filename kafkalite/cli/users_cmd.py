@@ -21,6 +21,8 @@ import json
 import secrets
 import sys
 
+from kazoo.exceptions import KazooException, NoAuthError
+
 from kafkalite.cli.admin_client import AdminError, fail
 from kafkalite.cli.zk_session import add_zookeeper_argument, resolve_zookeeper, zookeeper
 from kafkalite.core.sasl import ITERATIONS_MAX, ITERATIONS_MIN, SALT_BYTES, SCRAM_MECHANISMS, make_credential, user_credentials
@@ -28,6 +30,8 @@ from kafkalite.zk.errors import ZkError
 from kafkalite.zk.users import alter_user_config, list_users, read_user_config
 
 DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+NO_AUTH = ("ZooKeeper refused: the cluster's znodes have ACLs (bin/cluster up --zk-acl); "
+           "set KAFKALITE_ZK_DIGEST_FILE to its digest file")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -87,6 +91,10 @@ def run_add(args: argparse.Namespace) -> int:
             alter_user_config(zk, args.name, credentials)
     except (AdminError, ZkError) as e:
         return fail("users add", str(e))
+    except NoAuthError:
+        return fail("users add", NO_AUTH)
+    except KazooException as e:
+        return fail("users add", f"ZooKeeper: {type(e).__name__}")
     print(f"user {args.name!r}: credentials for {', '.join(sorted(mechanisms))}")
     return 0
 
@@ -97,6 +105,10 @@ def run_list(args: argparse.Namespace) -> int:
             users = list_users(zk.client)
     except (AdminError, ZkError) as e:
         return fail("users list", str(e))
+    except NoAuthError:
+        return fail("users list", NO_AUTH)
+    except KazooException as e:
+        return fail("users list", f"ZooKeeper: {type(e).__name__}")
     rows = [{"name": name, "mechanisms": sorted(user_credentials(config))} for name, config in users.items()]
     rows = [r for r in rows if r["mechanisms"]]
     if args.json:
@@ -117,5 +129,9 @@ def run_remove(args: argparse.Namespace) -> int:
             alter_user_config(zk, args.name, {}, mechanisms)
     except (AdminError, ZkError) as e:
         return fail("users remove", str(e))
+    except NoAuthError:
+        return fail("users remove", NO_AUTH)
+    except KazooException as e:
+        return fail("users remove", f"ZooKeeper: {type(e).__name__}")
     print(f"user {args.name!r}: removed {', '.join(sorted(mechanisms))}")
     return 0
