@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,14 @@ class StreamServer:
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task] = set()
 
-    async def start(self, host: str, port: int, *, serving: bool = True) -> None:
+    async def start(self, host: str, port: int, *, serving: bool = True, ssl: _ssl.SSLContext | None = None,
+                    ssl_handshake_timeout_s: float | None = None) -> None:
         """Bind now; with `serving=False` connections are refused until `start_serving()`
-        (the port is ours, so a clash is still a start-up error)."""
+        (the port is ours, so a clash is still a start-up error). With `ssl`, connections
+        are TLS and `handle_connection` runs after a successful handshake only."""
         self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True,
-                                                  start_serving=serving)
+                                                  start_serving=serving, ssl=ssl,
+                                                  ssl_handshake_timeout=ssl_handshake_timeout_s if ssl is not None else None)
 
     async def start_serving(self) -> None:
         assert self._server is not None

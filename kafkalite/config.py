@@ -90,15 +90,48 @@ def _listeners_ok(v: str) -> bool:
     return parsed is not None and len({p for _, _, p in parsed}) == len(parsed)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _parse_protocol_map(v: str) -> dict[str, str] | None:
+    """Kafka's `listener.security.protocol.map`: NAME:PROTOCOL,... -> {NAME: PROTOCOL};
+    None if an entry is malformed, a name repeats or a protocol is not one of Kafka's four."""
+    out: dict[str, str] = {}
+    for item in v.split(","):
+        name, sep, protocol = item.strip().partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or protocol not in SECURITY_PROTOCOLS or name in out:
+            return None
+        out[name] = protocol
+    return out
+
+
+def _mechanisms_ok(v: list[str]) -> bool:
+    return all(m.upper() in SASL_MECHANISMS for m in v)
+
+
 @dataclasses.dataclass(frozen=True)
 class ClientListenerConfig:
-    """One Kafka-protocol listener: where it binds and what clients are told to use."""
+    """One Kafka-protocol listener: where it binds, what clients are told to use, and its
+    security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)."""
 
     name: str
     host: str
     port: int
     advertised_host: str
     advertised_port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 THROTTLE_UNLIMITED = (1 << 63) - 1  # Kafka's default replication throttle: Long.MAX_VALUE, none
@@ -111,11 +144,26 @@ AUTHORIZER_CLASS_NAMES = frozenset({"", "kafka.security.authorizer.AclAuthorizer
 _SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", "int", None, "unique id of this broker", _non_negative, ">= 0"),
     Setting("listeners", "str", "PLAINTEXT://127.0.0.1:9092",
-            "client listeners, NAME://HOST:PORT,... (all plaintext; a client is told the brokers' addresses of the listener it "
-            "connected to; the first one is the address peers and tools find in ZooKeeper)", _listeners_ok,
+            "client listeners, NAME://HOST:PORT,... (each NAME's security protocol comes from listener.security.protocol.map; "
+            "a client is told the brokers' addresses of the listener it connected to; the first one is the address peers and "
+            "tools find in ZooKeeper)", _listeners_ok,
             "HOST:PORT or NAME://HOST:PORT[,NAME://HOST:PORT...] with distinct names and ports"),
     Setting("advertised.listeners", "str", "", "addresses clients are told to use, by listener name (default: each listener's own)",
             lambda v: v == "" or _parse_listeners(v) is not None, "empty, HOST:PORT or NAME://HOST:PORT[,...]"),
+    Setting("listener.security.protocol.map", "str", DEFAULT_PROTOCOL_MAP,
+            "security protocol of each listener name, NAME:PROTOCOL,... (Kafka's default maps each protocol's own name)",
+            lambda v: _parse_protocol_map(v) is not None, "NAME:PROTOCOL[,...] with PROTOCOL one of " + ", ".join(SECURITY_PROTOCOLS)),
+    Setting("ssl.certificate.location", "str", "", "PEM file of this broker's certificate (and chain) for SSL and SASL_SSL listeners"),
+    Setting("ssl.key.location", "str", "", "PEM file of the private key of ssl.certificate.location"),
+    Setting("ssl.key.password", "str", "", "password of ssl.key.location if it is encrypted"),
+    Setting("ssl.ca.location", "str", "", "PEM file of the CA certificates client certificates are verified against"),
+    Setting("ssl.client.auth", "str", "none", "client certificates on SSL listeners: none, requested (verified if sent) or "
+            "required (mutual TLS); the principal is User:<certificate subject>. SASL_SSL listeners authenticate by SASL and "
+            "never ask for a certificate",
+            lambda v: v.lower() in SSL_CLIENT_AUTH, "none, requested, required"),
+    Setting("sasl.enabled.mechanisms", "list", ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+            "SASL mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer (credentials in ZooKeeper, `kafkalite users`)",
+            _mechanisms_ok, "a comma-separated list of " + ", ".join(SASL_MECHANISMS)),
     Setting("inter.broker.listener", "str", "127.0.0.1:9192", "inter-broker msgpack RPC host:port", _listener, "HOST:PORT"),
     Setting("admin.listener", "str", "127.0.0.1:9292", "admin HTTP host:port (/metrics, /healthz, /state, status page /)", _listener, "HOST:PORT"),
     Setting("zookeeper.connect", "str", "127.0.0.1:2181", "ZooKeeper connect string, optional /chroot"),
@@ -325,7 +373,11 @@ class BrokerConfig:
             raise ConfigError(f"config key 'log.cleaner.dedupe.buffer.size': {merged['log.cleaner.dedupe.buffer.size']} leaves "
                               f"{per_thread} bytes to each of the {merged['log.cleaner.threads']} log.cleaner.threads; "
                               f"allowed: >= {DEDUPE_BUFFER_BYTES_MIN} per thread")
-        self._client_listeners = _client_listeners(merged["listeners"], merged["advertised.listeners"])
+        self._client_listeners = _client_listeners(merged["listeners"], merged["advertised.listeners"],
+                                                   merged["listener.security.protocol.map"])
+        merged["ssl.client.auth"] = merged["ssl.client.auth"].lower()
+        merged["sasl.enabled.mechanisms"] = [m.upper() for m in merged["sasl.enabled.mechanisms"]]
+        _check_security(merged, self._client_listeners)
         if merged["group.min.session.timeout.ms"] > merged["group.max.session.timeout.ms"]:
             raise ConfigError(f"config key 'group.min.session.timeout.ms': {merged['group.min.session.timeout.ms']} is more than "
                               f"group.max.session.timeout.ms={merged['group.max.session.timeout.ms']}")
@@ -369,10 +421,23 @@ class BrokerConfig:
         return self._values["broker.rack"] or None
 
 
-def _client_listeners(listeners: str, advertised: str) -> tuple[ClientListenerConfig, ...]:
+def _check_security(values: Mapping[str, Any], listeners: tuple[ClientListenerConfig, ...]) -> None:
+    """A TLS listener needs a certificate and key; verifying client certificates needs CAs."""
+    tls = [spec.name for spec in listeners if spec.tls]
+    if not tls:
+        return
+    for key in ("ssl.certificate.location", "ssl.key.location"):
+        if not values[key]:
+            raise ConfigError(f"config key {key!r} is required: listener {tls[0]} is {'SSL or SASL_SSL'}")
+    if values["ssl.client.auth"] != "none" and not values["ssl.ca.location"]:
+        raise ConfigError(f"config key 'ssl.ca.location' is required with ssl.client.auth={values['ssl.client.auth']}")
+
+
+def _client_listeners(listeners: str, advertised: str, protocol_map: str = DEFAULT_PROTOCOL_MAP) -> tuple[ClientListenerConfig, ...]:
     """Pair `listeners` with `advertised.listeners` by name (an unnamed advertised address
     belongs to the first listener); a listener not advertised is advertised as it binds
-    (127.0.0.1 for a wildcard or empty host)."""
+    (127.0.0.1 for a wildcard or empty host). Each name must be in the protocol map, as in
+    Kafka: an unmapped name is a start-up error, never silently plaintext."""
     bound = _parse_listeners(listeners)
     assert bound is not None  # checked by its Setting
     names = [n or "PLAINTEXT" for n, _, _ in bound]
@@ -386,11 +451,17 @@ def _client_listeners(listeners: str, advertised: str) -> tuple[ClientListenerCo
         if host in ("", "0.0.0.0"):
             raise ConfigError(f"config key 'advertised.listeners': listener {key!r} needs a host clients can reach, got {host!r}")
         adverts[key] = (host, port)
+    protocols = _parse_protocol_map(protocol_map)
+    assert protocols is not None  # checked by its Setting
+    for name in names:
+        if name not in protocols:
+            raise ConfigError(f"config key 'listener.security.protocol.map': listener {name!r} has no security protocol "
+                              f"(add {name}:PLAINTEXT, {name}:SSL, {name}:SASL_PLAINTEXT or {name}:SASL_SSL)")
     out = []
     for name, (_, host, port) in zip(names, bound):
         bind_host = host or "127.0.0.1"
         ad_host, ad_port = adverts.get(name, (bind_host if bind_host != "0.0.0.0" else "127.0.0.1", port))
-        out.append(ClientListenerConfig(name, bind_host, port, ad_host, ad_port))
+        out.append(ClientListenerConfig(name, bind_host, port, ad_host, ad_port, protocols[name]))
     return tuple(out)
 
 

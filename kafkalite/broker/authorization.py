@@ -72,6 +72,9 @@ class Need:
 # where a note says "or". The README's table is this one.
 REQUIRED: dict[ApiKey, tuple[Need, ...]] = {
     ApiKey.API_VERSIONS: (),
+    # Authentication itself (Kafka authorizes neither); after it they answer ILLEGAL_SASL_STATE.
+    ApiKey.SASL_HANDSHAKE: (),
+    ApiKey.SASL_AUTHENTICATE: (),
     ApiKey.PRODUCE: (Need(O.WRITE, T, "each"),),
     ApiKey.FETCH: (Need(O.READ, T, "each", "consumers; followers fetch over the inter-broker RPC"),),
     ApiKey.LIST_OFFSETS: (Need(O.DESCRIBE, T, "each"),),

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
+from kafkalite.broker.client_frames import read_frame
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
+from kafkalite.broker.sasl_gate import SaslGate
+from kafkalite.broker.tls import certificate_principal
 from kafkalite.protocol.codec import (
     RequestHeader,
     decode_request,
@@ -34,9 +36,9 @@ from kafkalite.protocol.schema import ApiKey
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
 
-log = logging.getLogger(__name__)
+SASL_AUTHENTICATION_TIMEOUT_S = 30.0  # a SASL client must finish authenticating within this
 
-_LEN = struct.Struct(">i")
+log = logging.getLogger(__name__)
 
 # The name of the listener the request being handled came in on: Metadata and
 # FindCoordinator answer with each broker's address on that listener (Kafka's named
@@ -66,36 +68,60 @@ current_connection: contextvars.ContextVar[ConnectionState | None] = contextvars
 
 
 class ClientListener(StreamServer):
-    def __init__(self, broker: Broker, name: str = "PLAINTEXT"):
+    def __init__(self, broker: Broker, name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT"):
         super().__init__()
+        assert security_protocol in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), security_protocol
         self.broker = broker
         self.name = name
+        self.security_protocol = security_protocol
         self.apis = broker.kafka_apis
         self.frame_bytes_max = broker.settings["socket.request.max.bytes"]
         self.in_flight_max = broker.settings["max.in.flight.requests.per.connection"]
         self.connections = 0
+        self.authentication_failures = 0
+        self._sasl = SaslGate(broker, self) if security_protocol.startswith("SASL_") else None
 
     async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         peer = writer.get_extra_info("peername")
         state = ConnectionState(self.name, peer[0] if isinstance(peer, tuple) and peer else "")
+        try:
+            if self.security_protocol == "SSL":
+                # mTLS: the verified client certificate names the principal (Kafka's
+                # DefaultKafkaPrincipalBuilder); no certificate (ssl.client.auth=none or
+                # requested) stays ANONYMOUS.
+                ssl_object = writer.get_extra_info("ssl_object")
+                der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+                if der:
+                    state.principal = certificate_principal(der)
+            if self._sasl is not None:
+                try:
+                    principal = await asyncio.wait_for(self._sasl.authenticate(reader, writer, peer, state.host),
+                                                       SASL_AUTHENTICATION_TIMEOUT_S)
+                except TimeoutError:
+                    log.info("closing %s: no SASL authentication within %.0f s", peer, SASL_AUTHENTICATION_TIMEOUT_S)
+                    principal = None
+                if principal is None:
+                    return
+                state.principal = principal
+            await self._serve_requests(reader, writer, peer, state)
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
+            self.connections -= 1
+
+    async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any,
+                              state: ConnectionState) -> None:
         # (handler task, API name, when the request was read), answered in this order
         responses: asyncio.Queue[tuple[asyncio.Task, str, float] | None] = asyncio.Queue(maxsize=self.in_flight_max)
         sender = asyncio.create_task(self._send_loop(responses, writer))
         try:
             while True:
-                try:
-                    head = await reader.readexactly(4)
-                except asyncio.IncompleteReadError:
-                    break
-                (size,) = _LEN.unpack(head)
-                if size < 0 or size > self.frame_bytes_max:
-                    log.warning("closing %s: request frame of %d bytes exceeds socket.request.max.bytes=%d", peer, size, self.frame_bytes_max)
-                    break
-                try:
-                    frame = await reader.readexactly(size)
-                except asyncio.IncompleteReadError:
-                    log.info("closing %s: connection ended inside a frame", peer)
+                frame = await read_frame(reader, peer, self.frame_bytes_max)
+                if frame is None:
                     break
                 read_at = time.monotonic()
                 job = self._decode_and_dispatch(frame, peer, state)
@@ -104,10 +130,6 @@ class ClientListener(StreamServer):
                 await responses.put((job[0], job[1], read_at))
                 if sender.done():
                     break
-        except (ConnectionError, OSError):
-            pass
-        except asyncio.CancelledError:
-            pass
         finally:
             try:
                 responses.put_nowait(None)
@@ -116,8 +138,6 @@ class ClientListener(StreamServer):
             # Let queued responses go out (bounded), then make sure the sender is gone.
             await asyncio.wait({sender}, timeout=5)
             await cancel_and_wait([sender])
-            writer.close()
-            self.connections -= 1
 
     def _decode_and_dispatch(self, frame: bytes, peer: Any, state: ConnectionState) -> tuple[asyncio.Task, str] | None:
         """Start handling one request: its task and API name; None means: close the connection."""
@@ -164,9 +184,12 @@ class ClientListener(StreamServer):
                 writer.close()
                 return
             if parts:
-                writer.writelines(parts)
-                self.broker.metrics.request_total(api, time.monotonic() - read_at)
-                await writer.drain()
+                try:
+                    writer.writelines(parts)
+                    self.broker.metrics.request_total(api, time.monotonic() - read_at)
+                    await writer.drain()
+                except (ConnectionError, OSError):
+                    return  # the client went away (a TLS transport says so as ConnectionResetError)
 
 
 def _done(data: bytes) -> asyncio.Task:

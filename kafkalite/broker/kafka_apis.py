@@ -100,6 +100,17 @@ class KafkaApis:
     async def api_versions(self, header: RequestHeader, body: dict) -> dict:
         return {"error_code": 0, "api_keys": api_versions_entries(), "throttle_time_ms": 0}
 
+    # -- SaslHandshake / SaslAuthenticate -----------------------------------------------
+    # A SASL listener's gate (broker/sasl_gate.py) serves these before authentication; one
+    # reaching the handlers came after it, or on a listener without SASL: Kafka answers
+    # ILLEGAL_SASL_STATE.
+    async def sasl_handshake(self, header: RequestHeader, body: dict) -> dict:
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+
+    async def sasl_authenticate(self, header: RequestHeader, body: dict) -> dict:
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "auth_bytes": b"",
+                "error_message": "SaslAuthenticate outside a SASL handshake (not a SASL listener, or already authenticated)"}
+
     # -- Metadata -----------------------------------------------------------------------
     async def metadata(self, header: RequestHeader, body: dict) -> dict:
         cache = self.cache
@@ -612,6 +623,8 @@ class KafkaApis:
 
 _HANDLERS = {
     ApiKey.API_VERSIONS: KafkaApis.api_versions,
+    ApiKey.SASL_HANDSHAKE: KafkaApis.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: KafkaApis.sasl_authenticate,
     ApiKey.METADATA: KafkaApis.metadata,
     ApiKey.PRODUCE: KafkaApis.produce,
     ApiKey.FETCH: KafkaApis.fetch,

@@ -56,6 +56,8 @@ from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import EVENT_LOOP_PROBE_S, BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.tls import HANDSHAKE_TIMEOUT_S as TLS_HANDSHAKE_TIMEOUT_S
+from kafkalite.broker.tls import server_context
 from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig, make_replica_selector
 from kafkalite.core.consumer_fetch import ClusterView
@@ -212,10 +214,13 @@ class Broker:
         self.rpc_server = RpcServer(InterBrokerHandlers(self).handle, secret=self.rpc_secret)
         await self.rpc_server.start(ib_host, ib_port)
         # Bound now, serving once the controller's metadata has arrived (_serve_clients).
+        tls_contexts = {spec.security_protocol: server_context(self.settings, spec.security_protocol)
+                        for spec in self.cfg.client_listeners() if spec.tls}
         for spec in self.cfg.client_listeners():
-            listener = ClientListener(self, spec.name)
+            listener = ClientListener(self, spec.name, spec.security_protocol)
             self.client_listeners.append(listener)
-            await listener.start(spec.host, spec.port, serving=False)
+            await listener.start(spec.host, spec.port, serving=False, ssl=tls_contexts.get(spec.security_protocol),
+                                 ssl_handshake_timeout_s=TLS_HANDSHAKE_TIMEOUT_S)
         self.client_listener = self.client_listeners[0]
         ad_host, ad_port = self.cfg.admin_listener()
         self.admin = AdminHttp(self)

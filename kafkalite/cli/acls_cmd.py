@@ -22,6 +22,7 @@ import dataclasses
 import json
 from typing import Any
 
+from kafkalite.cli import client_security
 from kafkalite.cli.admin_client import add_bootstrap_argument, console_for_tables, counted, fail, resolve_bootstrap
 from kafkalite.core.acl import (
     CLUSTER_NAME,
@@ -144,7 +145,7 @@ def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
     bootstrap = resolve_bootstrap(args.bootstrap)
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **client_security.librdkafka_config()})
     try:
         admin.list_topics(timeout=REACH_TIMEOUT_S)
     except KafkaException:

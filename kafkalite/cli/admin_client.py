@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalite.cli import client_security
 from kafkalite.protocol.codec import decode_response, encode_request
 from kafkalite.protocol.errors import ErrorCode, KafkaliteError
 from kafkalite.protocol.schema import ApiKey
@@ -67,8 +68,9 @@ LEADERS_POLL_INTERVAL_S = 0.5
 
 
 def resolve_bootstrap(value: str | None) -> str:
-    """--bootstrap, else $KAFKALITE_BOOTSTRAP, else 127.0.0.1:9092."""
-    return value or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+    """--bootstrap, else $KAFKALITE_BOOTSTRAP, else the command config's bootstrap.servers,
+    else 127.0.0.1:9092."""
+    return value or os.environ.get(BOOTSTRAP_ENV) or client_security.bootstrap_default() or DEFAULT_BOOTSTRAP
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
@@ -152,8 +154,8 @@ class _Connection:
 
     def __init__(self, host: str, port: int, timeout_ms: int):
         self.address = f"{host}:{port}"
-        self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_MS / 1000)
-        self.sock.settimeout(timeout_ms / 1000)
+        # TLS and SASL as --command-config says (plain TCP without one)
+        self.sock = client_security.connect(host, port, CONNECT_TIMEOUT_MS / 1000, timeout_ms / 1000, CLIENT_ID)
         self._correlation_ids = itertools.count(1)
 
     def request(self, api: ApiKey, version: int, body: dict) -> dict:
@@ -238,6 +240,8 @@ class AdminClient:
         assert last is not None
         if isinstance(last, (socket.timeout, TimeoutError)):
             raise NoBrokerError(f"no answer from the brokers at {self.bootstrap} (timed out)")
+        if isinstance(last, client_security.SecurityHandshakeError):
+            raise NoBrokerError(f"no broker reachable at {self.bootstrap}: {last}")
         raise NoBrokerError(f"no broker reachable at {self.bootstrap}")
 
     # -- Metadata -----------------------------------------------------------------------
@@ -400,7 +404,16 @@ class AdminClient:
 
 def add_bootstrap_argument(parser: Any) -> None:
     parser.add_argument("--bootstrap", metavar="HOST:PORT[,...]", default=None,
-                        help=f"brokers to contact (default ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
+                        help=f"brokers to contact (default ${BOOTSTRAP_ENV}, else the command config's bootstrap.servers, "
+                             f"else {DEFAULT_BOOTSTRAP})")
+    add_command_config_argument(parser)
+
+
+def add_command_config_argument(parser: Any) -> None:
+    parser.add_argument("--command-config", metavar="FILE", default=None,
+                        help="librdkafka properties for TLS/SASL (security.protocol, sasl.mechanisms, sasl.username, "
+                             f"sasl.password, ssl.ca.location, ...; default ${client_security.COMMAND_CONFIG_ENV}), "
+                             "e.g. the client.properties of `bin/cluster up --secure`")
 
 
 def fail(command: str, message: str, code: int = 1) -> int:

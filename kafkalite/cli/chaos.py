@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 
+from kafkalite.cli import client_security
 from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.testing.cluster import ClusterError, LocalCluster
 from kafkalite.testing.disk_faults import fill, flip_bit
@@ -63,7 +64,7 @@ def say(msg: str) -> None:
 def ensure_topic(boot: str, topic: str, partitions: int, rf: int, min_isr: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": boot})
+    admin = AdminClient({"bootstrap.servers": boot, **client_security.librdkafka_config()})
     if topic in admin.list_topics(timeout=10).topics:
         return
     for f in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
@@ -292,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     rf = min(3, n)
     min_isr = 2 if rf >= 3 else 1
     boot = status["bootstrap"]
+    if status.get("client_config"):  # a `bin/cluster up --secure` cluster: every client (and helper process) uses it
+        os.environ[client_security.COMMAND_CONFIG_ENV] = status["client_config"]
+        client_security.configure(status["client_config"])
     say(f"seed {seed}; {n} brokers; topic {args.topic} ({args.partitions} partitions, RF {rf}, min.insync.replicas {min_isr})")
     ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
     history = History()

@@ -35,6 +35,7 @@ import signal
 import sys
 import time
 
+from kafkalite.cli import client_security
 from kafkalite.cli.admin_client import (
     AdminClient,
     AdminError,
@@ -125,7 +126,8 @@ def run_produce(args: argparse.Namespace) -> int:
 
     try:
         producer = Producer({"bootstrap.servers": bootstrap, "acks": args.acks, "linger.ms": 5,
-                             "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS, **_QUIET})
+                             "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS, **_QUIET,
+                             **client_security.librdkafka_config()})
     except KafkaException as e:
         return fail("produce", str(e.args[0]))
     extra = {} if args.partition is None else {"partition": args.partition}
@@ -177,6 +179,7 @@ def run_consume(args: argparse.Namespace) -> int:
     config = {
         "bootstrap.servers": bootstrap, "enable.partition.eof": False,
         "auto.offset.reset": "earliest" if args.from_beginning else "latest", "client.rack": args.client_rack, **_QUIET,
+        **client_security.librdkafka_config(),
     }
     if args.group is None:
         config.update({"group.id": "kafkalite-cli-unused", "enable.auto.commit": False, "enable.auto.offset.store": False})

@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(bin/chaos --disk fills it); needs root")
     up.add_argument("--zk-ensemble", type=int, default=1, metavar="N",
                     help="with --netns: a ZooKeeper ensemble of N members (PREFIX-zk1, ...) instead of one")
+    up.add_argument("--secure", action="store_true",
+                    help="client listener SASL_SSL with SCRAM-SHA-512: a dev CA in DIR/tls, an `admin` user with a random "
+                         "password, and DIR/client.properties (librdkafka keys) for clients and --command-config")
     up.add_argument("--zk-acl", action="store_true",
                     help="brokers authenticate to ZooKeeper with a digest identity made for this cluster and create the "
                          "cluster's znodes with ACLs (zookeeper.set.acl): only they and admin tools given "
@@ -122,11 +125,22 @@ def main(argv: list[str] | None = None) -> int:
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
             c = LocalCluster(args.dir, brokers=args.brokers, base_port=args.base_port, zk_port=args.zk_port,
                              racks=racks, overrides=parse_overrides(args.override), netns=args.netns,
-                             zk_ensemble=args.zk_ensemble, small_log_dir=args.small_log_dir, zk_acl=args.zk_acl)
+                             zk_ensemble=args.zk_ensemble, small_log_dir=args.small_log_dir, zk_acl=args.zk_acl,
+                             secure=args.secure)
             status = c.up()
             _table(status)
             boot = status["bootstrap"]
             print(f"\nbootstrap: {boot}\n")
+            if args.secure:
+                conf = status["client_config"]
+                print(f"client config (SASL_SSL, SCRAM-SHA-512, user admin): {conf}\n")
+                print("try:")
+                print(f"  export KAFKALITE_COMMAND_CONFIG={conf}")
+                print("  .venv/bin/kafkalite topics create demo --partitions 3 --replication-factor 3")
+                print("  seq 1 10 | .venv/bin/kafkalite produce demo")
+                print("  .venv/bin/kafkalite consume demo --from-beginning --max-messages 10")
+                print(f"  kcat -F {conf} -L")
+                return 0
             print("try:")
             print(f"  export KAFKALITE_BOOTSTRAP={boot}")
             if status["zookeeper"].get("digest_file"):

@@ -14,16 +14,20 @@ from kafkalite.cli import (
     acls_cmd,
     broker_cmd,
     client_cmds,
+    client_security,
     cluster_cmd,
     configs_cmd,
+    dev_ca,
     groups_cmd,
     pipeline_cmd,
     reassign_cmd,
     records_cmd,
     topics_cmd,
+    users_cmd,
 )
 
-_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd]
+_MODULES = [broker_cmd, topics_cmd, configs_cmd, client_cmds, groups_cmd, acls_cmd, cluster_cmd, reassign_cmd, pipeline_cmd, records_cmd,
+            users_cmd, dev_ca]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        client_security.configure(getattr(args, "command_config", None))
+    except client_security.ClientConfigError as e:
+        print(f"kafkalite {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -24,6 +24,7 @@ import json
 import time
 from collections import Counter
 
+from kafkalite.cli import client_security
 from kafkalite.cli.admin_client import AdminClient, AdminError, add_bootstrap_argument, fail, resolve_bootstrap
 from kafkalite.pipeline.events import BAD_KINDS, GOOD, LATE, GeneratorConfig, generate
 
@@ -119,7 +120,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
     try:
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                             "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS, **_QUIET})
+                             "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS, **_QUIET,
+                             **client_security.librdkafka_config()})
     except KafkaException as e:
         return fail("pipeline generate", str(e.args[0]))
     began = time.monotonic()

@@ -32,6 +32,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -44,6 +45,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -474,6 +476,22 @@ SCHEMAS: dict[tuple[ApiKey, str], Message] = {
             F('max_version', 'int16', '0+'),
         )),
         F('throttle_time_ms', 'int32', '1+'),
+    )),
+    (ApiKey.SASL_HANDSHAKE, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('mechanism', 'string', '0+'),
+    )),
+    (ApiKey.SASL_HANDSHAKE, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('error_code', 'int16', '0+'),
+        F('mechanisms', '[]string', '0+'),
+    )),
+    (ApiKey.SASL_AUTHENTICATE, REQUEST): _message(0, 1, flexible=None, fields=(
+        F('auth_bytes', 'bytes', '0+'),
+    )),
+    (ApiKey.SASL_AUTHENTICATE, RESPONSE): _message(0, 1, flexible=None, fields=(
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable='0+'),
+        F('auth_bytes', 'bytes', '0+'),
+        F('session_lifetime_ms', 'int64', '1+', default=0),
     )),
     (ApiKey.CREATE_TOPICS, REQUEST): _message(2, 4, flexible=None, fields=(
         F('topics', '[]', '2+', fields=(

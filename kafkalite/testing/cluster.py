@@ -35,6 +35,8 @@ from kafkalite.testing.zookeeper import ZooKeeperServer
 STATE_FILE = "cluster.json"
 INTER_BROKER_SECRET_FILE = "inter-broker.secret"
 ZK_DIGEST_FILE = "zookeeper.digest"
+CLIENT_PROPERTIES = "client.properties"
+ADMIN_USER = "admin"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # Client, inter-broker and admin ports come in blocks of 100 from the base port.
@@ -81,7 +83,8 @@ class LocalCluster:
                  racks: list[str] | None = None, overrides: dict[str, Any] | None = None,
                  zk_tick_time_ms: int = 2000, zk_connect: str | None = None, python: str | None = None,
                  ports: list[tuple[int, int, int]] | None = None, netns: str | None = None, zk_ensemble: int = 1,
-                 small_log_dir: str | None = None, zk_acl: bool = False, inter_broker_secret: bool = True):
+                 small_log_dir: str | None = None, zk_acl: bool = False, secure: bool = False,
+                 mtls_ports: list[int] | None = None, inter_broker_secret: bool = True):
         if brokers < 1:
             raise ClusterError("--brokers must be at least 1")
         if racks and len(racks) not in (0, brokers):
@@ -111,6 +114,13 @@ class LocalCluster:
         # Issue 15: the brokers authenticate to ZooKeeper with a digest identity made for
         # this cluster and create their znodes with ACLs (zookeeper.set.acl).
         self.zk_acl = zk_acl
+        # Issue 15: the client listener is SASL_SSL (SCRAM-SHA-512) with a dev CA under
+        # tls/, an `admin` user and client.properties; with `mtls_ports` every broker also
+        # has an SSL listener there that requires a client certificate (mutual TLS).
+        if mtls_ports is not None and (not secure or len(mtls_ports) != brokers):
+            raise ClusterError("mtls_ports needs secure=True and one port per broker")
+        self.secure = secure
+        self.mtls_ports = mtls_ports
         self.net: NetnsLayout | None = None
         self.zk_servers: list[ZooKeeperServer] = []
         self.zk: ZooKeeperServer | None = None
@@ -126,7 +136,7 @@ class LocalCluster:
             raise ClusterError(f"no cluster in {d} (run `bin/cluster up` first)")
         state = json.loads(path.read_text())
         c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"],
-                overrides=state.get("overrides", {}))
+                overrides=state.get("overrides", {}), secure=bool(state.get("secure")))
         c.state = state
         if state.get("netns"):
             c.net = NetnsLayout.from_dict(state["netns"])
@@ -197,6 +207,8 @@ class LocalCluster:
             self._make_zk_digest()
         if self.net is not None:
             self.state["netns"] = self.net.to_dict()
+        if self.secure:
+            self.state["secure"] = self._secure_setup()
         for i in range(1, self.count + 1):
             self.state["brokers"].append(self._write_broker_config(i))
         self._save()
@@ -233,6 +245,58 @@ class LocalCluster:
         return {"connect": ",".join(z.connect_string for z in self.zk_servers), "pid": self.zk_servers[0].pid,
                 "port": self.zk_port,
                 "members": [{"name": n, "pid": z.pid, "address": z.host} for n, z in zip(names, self.zk_servers)]}
+
+    def _secure_setup(self) -> dict[str, Any]:
+        """The dev CA (tls/), the `admin` SCRAM user with a random password, and
+        client.properties in librdkafka's names for clients of the SASL_SSL listener."""
+        import secrets
+
+        from kafkalite.cli.dev_ca import create_dev_ca
+        from kafkalite.core.sasl import SALT_BYTES, SCRAM_SHA_256, SCRAM_SHA_512, make_credential
+        from kafkalite.zk.client import ZkAdapter
+        from kafkalite.zk.security import make_client
+        from kafkalite.zk.users import alter_user_config
+
+        hosts = tuple(sorted({"127.0.0.1"} | ({m.address for m in self.net.members.values()} if self.net is not None else set())))
+        tls = create_dev_ca(self.dir / "tls", hosts)
+        password = secrets.token_urlsafe(18)
+        credentials = {m: make_credential(m, password, secrets.token_bytes(SALT_BYTES)).to_kafka() for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
+        security = self._zk_security_of_state()  # with --zk-acl: the cluster's digest identity, private ACL
+        client = make_client(self.state["zookeeper"]["connect"], 10, security)
+        client.start(timeout=15)
+        try:
+            alter_user_config(ZkAdapter(client, security=security), ADMIN_USER, credentials)
+        finally:
+            client.stop()
+            client.close()
+        hosts_ports = [self._write_broker_ports(i) for i in range(1, self.count + 1)]
+        props = {
+            "bootstrap.servers": ",".join(f"{h}:{p}" for h, p in hosts_ports),
+            "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": ADMIN_USER, "sasl.password": password, "ssl.ca.location": str(tls["ca"]),
+        }
+        client_config = self.dir / CLIENT_PROPERTIES
+        fd = os.open(client_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("# librdkafka properties for this cluster's SASL_SSL listener (bin/cluster up --secure)\n")
+            f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+        return {"client_config": str(client_config), "tls_dir": str(self.dir / "tls"), "mtls_ports": self.mtls_ports,
+                **{name: str(path) for name, path in tls.items()}}
+
+    def _write_broker_ports(self, i: int) -> tuple[str, int]:
+        """Broker i's client host and port (before its config is written)."""
+        port = self.ports[i - 1][0] if self.ports is not None else self._scheme_ports(i)[0]
+        return ("127.0.0.1" if self.net is None else self.net.member(str(i)).address), port
+
+    def _security_props(self, i: int, host: str, port: int) -> dict[str, Any]:
+        sec = self.state["secure"]
+        mtls_ports = sec.get("mtls_ports")
+        listeners = f"SASL_SSL://{host}:{port}"
+        if mtls_ports and i <= len(mtls_ports):
+            listeners += f",SSL://{host}:{mtls_ports[i - 1]}"
+        return {"listeners": listeners, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "ssl.certificate.location": sec["broker"], "ssl.key.location": sec["broker_key"],
+                "ssl.ca.location": sec["ca"], "ssl.client.auth": "required"}
 
     def _scheme_ports(self, i: int) -> tuple[int, int, int]:
         return self.base_port + i - 1, self.base_port + 100 + i - 1, self.base_port + 200 + i - 1
@@ -321,6 +385,8 @@ class LocalCluster:
         if self.state.get("zk_digest_file"):
             props["zookeeper.set.acl"] = "true"
             props["zookeeper.digest.file"] = self.state["zk_digest_file"]
+        if self.state.get("secure"):
+            props.update(self._security_props(i, host, port))
         props.update(self.overrides)
         cfg = bdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -468,6 +534,8 @@ class LocalCluster:
             out["zookeeper"]["digest_file"] = self.state["zk_digest_file"]
         if self.state.get("inter_broker_secret_file"):
             out["inter_broker_secret_file"] = self.state["inter_broker_secret_file"]
+        if self.state.get("secure"):
+            out["client_config"] = self.state["secure"]["client_config"]
         if self.state.get("netns"):
             net = NetnsLayout.from_dict(self.state["netns"])
             for b in brokers:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from kafkalite.cli import client_security
 from kafkalite.testing.cluster import LocalCluster
 from kafkalite.testing.group_watch import GroupWatch
 from kafkalite.testing.history import History, check
@@ -28,7 +29,7 @@ class Workload:
         self.boot = cluster.status()["bootstrap"]
         self.partitions = partitions
         self.topic = f"faults-{tag}"
-        admin = AdminClient({"bootstrap.servers": self.boot})
+        admin = AdminClient({"bootstrap.servers": self.boot, **client_security.librdkafka_config()})
         for f in admin.create_topics([NewTopic(self.topic, num_partitions=partitions, replication_factor=3,
                                                config={"min.insync.replicas": "2"})]).values():
             f.result(timeout=30)

@@ -32,6 +32,8 @@ from typing import TextIO
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from kafkalite.cli import client_security
+
 POLL_TIMEOUT_S = 0.2
 
 
@@ -45,6 +47,7 @@ class Member:
         self.since_commit = 0
         self.stop = False
         self.consumer = Consumer({
+            **client_security.librdkafka_config(),
             "bootstrap.servers": args.bootstrap, "group.id": args.group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": max(args.session_timeout_ms // 6, 100), "partition.assignment.strategy": "range",

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from kafkalite.cli import client_security
 from kafkalite.testing.history import History
 
 POLL_S = 0.2
@@ -89,6 +90,7 @@ class GroupMember(threading.Thread):
 
     def run(self) -> None:
         consumer = self._consumer = Consumer({
+            **client_security.librdkafka_config(),
             "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
             "partition.assignment.strategy": "range", "topic.metadata.refresh.interval.ms": 1000, "log_level": 3,
@@ -149,7 +151,7 @@ class GroupWatch:
 
     def committed_offsets(self, partitions: int, timeout_s: float = 30) -> dict[int, int]:
         """The group's commits, read back by a client that does not join it."""
-        reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+        reader = Consumer({**client_security.librdkafka_config(), "bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
                            "log_level": 3})
         try:
             got = reader.committed([TopicPartition(self.topic, p) for p in range(partitions)], timeout=timeout_s)

@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from kafkalite.cli import client_security
 from kafkalite.testing.history import FinalLog, History
 
 
@@ -64,7 +65,7 @@ class VerifyingProducer(threading.Thread):
         conf = {
             "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
             "message.timeout.ms": 60000, "linger.ms": 5, "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3,
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 3, **client_security.librdkafka_config(),
         }
         debug_file = os.environ.get("KAFKALITE_VERIFY_DEBUG_FILE")
         if debug_file:  # librdkafka's own account of idempotence and retries, for post-mortems
@@ -157,7 +158,7 @@ class Verdict:
 
 def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
     """Every record from the log start to the HW (ListOffsets latest at the start)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+    c = Consumer({**client_security.librdkafka_config(), "bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
                   "enable.partition.eof": True, "log_level": 3})
     try:
         deadline = time.monotonic() + timeout_s

@@ -203,3 +203,32 @@ def config_change_prefix() -> str:
 def config_change_path(name: str) -> str:
     assert name.startswith(CONFIG_CHANGE_PREFIX), name
     return f"{CONFIG_CHANGES}/{name}"
+
+
+# Issue 15: SCRAM credentials, as Kafka stores them: /config/users/<sanitized name> holds
+# {"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,..."}}, announced under
+# /config/changes with the entity path "users/<sanitized name>".
+CONFIG_USERS = "/config/users"
+
+
+def sanitize_user(name: str) -> str:
+    """Kafka's Sanitizer: the user name URL-encoded (UTF-8), so any name is one znode name."""
+    from urllib.parse import quote
+
+    if not name:
+        raise ValueError("an empty user name cannot be a znode name")
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_user(znode_name: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(znode_name)
+
+
+def config_users_path() -> str:
+    return CONFIG_USERS
+
+
+def config_user_path(name: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize_user(name)}"

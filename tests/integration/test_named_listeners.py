@@ -15,6 +15,7 @@ def test_clients_get_the_addresses_of_the_listener_they_connected_to(cluster_fac
     c = cluster_factory(1, overrides={
         "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
         "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         "default.replication.factor": 1, "offsets.topic.replication.factor": 1,
     })
     assert c.status()["brokers"][0]["alive"]

@@ -12,7 +12,8 @@ from kafkalite.zk.codec import BrokerRegistration, decode_broker_registration, e
 
 def test_two_named_listeners_pair_with_their_advertised_addresses():
     cfg = BrokerConfig({"broker.id": 1, "listeners": "INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092",
-                        "advertised.listeners": "EXTERNAL://localhost:9092,INTERNAL://broker1:19092"})
+                        "advertised.listeners": "EXTERNAL://localhost:9092,INTERNAL://broker1:19092",
+                        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"})
     assert cfg.client_listeners() == [ClientListenerConfig("INTERNAL", "0.0.0.0", 19092, "broker1", 19092),
                                       ClientListenerConfig("EXTERNAL", "0.0.0.0", 9092, "localhost", 9092)]
     assert cfg.listener() == ("0.0.0.0", 19092)
@@ -68,3 +69,29 @@ def test_endpoints_travel_through_zookeeper_and_update_metadata():
     assert back.address_for("INTERNAL") == ("broker1", 19092)
     assert back.address_for("OTHER") == ("broker1", 19092)
     assert back.address_for(None) == ("broker1", 19092)
+
+
+def test_security_protocols_come_from_the_protocol_map():
+    cfg = BrokerConfig({"broker.id": 1, "listeners": "PLAINTEXT://:9092,SASL_SSL://:9192,CLIENTS://:9292",
+                        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CLIENTS:SSL",
+                        "ssl.certificate.location": "/c.pem", "ssl.key.location": "/k.pem"})
+    protocols = [(s.name, s.security_protocol, s.tls, s.sasl) for s in cfg.client_listeners()]
+    assert protocols == [("PLAINTEXT", "PLAINTEXT", False, False), ("SASL_SSL", "SASL_SSL", True, True),
+                         ("CLIENTS", "SSL", True, False)]
+    assert BrokerConfig({"broker.id": 1, "listeners": "SASL_PLAINTEXT://:9"}).client_listeners()[0].security_protocol == "SASL_PLAINTEXT"
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"listeners": "OUTSIDE://:1"}, "listener 'OUTSIDE' has no security protocol"),
+    ({"listener.security.protocol.map": "A:TLS"}, "listener.security.protocol.map"),
+    ({"listener.security.protocol.map": "A:SSL,A:PLAINTEXT"}, "listener.security.protocol.map"),
+    ({"listeners": "SSL://:1"}, "'ssl.certificate.location' is required"),
+    ({"listeners": "SSL://:1", "ssl.certificate.location": "c", "ssl.key.location": "k", "ssl.client.auth": "required"},
+     "'ssl.ca.location' is required"),
+    ({"ssl.client.auth": "sometimes"}, "ssl.client.auth"),
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms"),
+])
+def test_bad_security_settings_name_the_key(values, message):
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig({"broker.id": 1, **values})
+    assert message in str(e.value)
