@@ -113,6 +113,16 @@ def _mechanisms_ok(v: list[str]) -> bool:
     return all(m.upper() in SASL_MECHANISMS for m in v)
 
 
+def protocol_uses_tls(security_protocol: str) -> bool:
+    """Kafka's security protocols that run over TLS."""
+    return security_protocol in ("SSL", "SASL_SSL")
+
+
+def protocol_uses_sasl(security_protocol: str) -> bool:
+    """Kafka's security protocols that authenticate with SASL."""
+    return security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclasses.dataclass(frozen=True)
 class ClientListenerConfig:
     """One Kafka-protocol listener: where it binds, what clients are told to use, and its
@@ -127,11 +137,11 @@ class ClientListenerConfig:
 
     @property
     def tls(self) -> bool:
-        return self.security_protocol in ("SSL", "SASL_SSL")
+        return protocol_uses_tls(self.security_protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return protocol_uses_sasl(self.security_protocol)
 
 
 THROTTLE_UNLIMITED = (1 << 63) - 1  # Kafka's default replication throttle: Long.MAX_VALUE, none

@@ -24,6 +24,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalite.config import protocol_uses_sasl, protocol_uses_tls
 from kafkalite.core.sasl import MECHANISMS, PLAIN, SCRAM_MECHANISMS, SaslAuthenticationError, ScramClient
 from kafkalite.protocol.codec import decode_response, encode_request
 from kafkalite.protocol.errors import ErrorCode
@@ -56,11 +57,11 @@ class ClientSecurity:
 
     @property
     def tls(self) -> bool:
-        return self.security_protocol in ("SSL", "SASL_SSL")
+        return protocol_uses_tls(self.security_protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return protocol_uses_sasl(self.security_protocol)
 
 
 PLAINTEXT = ClientSecurity({})

@@ -75,6 +75,18 @@ def _password(args: argparse.Namespace) -> str:
     return sys.stdin.readline().rstrip("\r\n")
 
 
+def _zookeeper_failure(command: str, e: Exception) -> int:
+    """One line for what went wrong on the way to ZooKeeper (no traceback for a user's mistake)."""
+    if isinstance(e, NoAuthError):
+        return fail(command, NO_AUTH)
+    if isinstance(e, KazooException):
+        return fail(command, f"ZooKeeper: {type(e).__name__}")
+    return fail(command, str(e))
+
+
+_ZK_ERRORS = (AdminError, ZkError, KazooException)
+
+
 def run_add(args: argparse.Namespace) -> int:
     if not ITERATIONS_MIN <= args.iterations <= ITERATIONS_MAX:
         return fail("users add", f"--iterations must be {ITERATIONS_MIN}..{ITERATIONS_MAX}", 2)
@@ -89,12 +101,8 @@ def run_add(args: argparse.Namespace) -> int:
                        for m in mechanisms}
         with zookeeper(resolve_zookeeper(args.zookeeper)) as zk:
             alter_user_config(zk, args.name, credentials)
-    except (AdminError, ZkError) as e:
-        return fail("users add", str(e))
-    except NoAuthError:
-        return fail("users add", NO_AUTH)
-    except KazooException as e:
-        return fail("users add", f"ZooKeeper: {type(e).__name__}")
+    except _ZK_ERRORS as e:
+        return _zookeeper_failure("users add", e)
     print(f"user {args.name!r}: credentials for {', '.join(sorted(mechanisms))}")
     return 0
 
@@ -103,12 +111,8 @@ def run_list(args: argparse.Namespace) -> int:
     try:
         with zookeeper(resolve_zookeeper(args.zookeeper)) as zk:
             users = list_users(zk.client)
-    except (AdminError, ZkError) as e:
-        return fail("users list", str(e))
-    except NoAuthError:
-        return fail("users list", NO_AUTH)
-    except KazooException as e:
-        return fail("users list", f"ZooKeeper: {type(e).__name__}")
+    except _ZK_ERRORS as e:
+        return _zookeeper_failure("users list", e)
     rows = [{"name": name, "mechanisms": sorted(user_credentials(config))} for name, config in users.items()]
     rows = [r for r in rows if r["mechanisms"]]
     if args.json:
@@ -127,11 +131,7 @@ def run_remove(args: argparse.Namespace) -> int:
             if config is None or not set(mechanisms) & set(user_credentials(config)):
                 return fail("users remove", f"unknown user {args.name!r} (no {'/'.join(mechanisms)} credentials)")
             alter_user_config(zk, args.name, {}, mechanisms)
-    except (AdminError, ZkError) as e:
-        return fail("users remove", str(e))
-    except NoAuthError:
-        return fail("users remove", NO_AUTH)
-    except KazooException as e:
-        return fail("users remove", f"ZooKeeper: {type(e).__name__}")
+    except _ZK_ERRORS as e:
+        return _zookeeper_failure("users remove", e)
     print(f"user {args.name!r}: removed {', '.join(sorted(mechanisms))}")
     return 0
