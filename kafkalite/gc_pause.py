@@ -46,8 +46,8 @@ _settled_at = float("-inf")
 # A settle waits until bulk work has been quiet this long, and comes at most this often. Its
 # one full collection holds the loop (0.1-0.4 s at 10,000 partitions, about 1 s at 33,333),
 # so it waits well past a burst: a broker applying a LeaderAndIsr gets an UpdateMetadata
-# right after, and a failure often follows other changes (a controller killed 1-2 s after
-# creating 100,000 partitions met its successor in a settle with a 2 s wait).
+# right after, and a failure often follows other changes (with a 2 s wait, a controller killed 1-2 s after
+# creating 100,000 partitions could meet its successor in a settle).
 SETTLE_QUIET_S = 10.0
 SETTLE_INTERVAL_MIN_S = 30.0
 
