@@ -13,11 +13,12 @@ BATCH_HEADER = 61  # bytes of a RecordBatch v2 header; the CRC covers everything
 def fill(directory: str | Path, name: str = "filler") -> Path:
     """Write zeros into `directory/name` until its filesystem is full; the file's path."""
     path = Path(directory) / name
-    with open(path, "wb") as f:
+    # Unbuffered: with a buffer, the bytes a full disk refused stay in it and closing the
+    # file tries again, raising ENOSPC out of here (it stopped a 10-minute bin/chaos run).
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * (1 << 16))
-                f.flush()
         except OSError:
             pass
     return path
