@@ -113,30 +113,21 @@ class InterBrokerHandlers:
         max_wait_ms = int(h.get("max_wait_ms", 0))
         min_bytes = int(h.get("min_bytes", 1))
         max_bytes = int(h.get("max_bytes", 10 << 20))
-        session_field = h.get("session")  # [id, epoch]: kafkalite.core.fetch_session; absent: no session
-        reply: dict[str, Any] = {"error": 0}
-        if session_field is None:
-            # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
-            # from a broker that predates it.
-            reqs = [((t, int(p)), {"fetch_offset": int(off), "max_bytes": part_max, "current_leader_epoch": int(epoch),
-                                   "last_fetched_epoch": int(last_epoch), "log_start_offset": int(rest[0]) if rest else -1})
-                    for t, p, off, epoch, last_epoch, *rest in h["partitions"]]
-            results = await self.rm.fetch(reqs, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes)
+        session_id, session_epoch = (int(x) for x in h["session"])  # kafkalite.core.fetch_session
+        # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
+        # from a broker that predates it.
+        changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
+                   for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
+        now = monotonic_ms()
+        sessions = self.rm.fetch_sessions
+        if session_id == 0:  # a full request opens a session
+            session = sessions.start(replica_id, changed, now)
+            to_read = sorted(changed)
         else:
-            session_id, session_epoch = int(session_field[0]), int(session_field[1])
-            changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
-                       for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
-            now = monotonic_ms()
-            sessions = self.rm.fetch_sessions
-            if session_id == 0:  # a full request opens a session
-                session = sessions.start(replica_id, changed, now)
-                to_read = sorted(changed)
-            else:
-                session = sessions.get(replica_id, session_id, session_epoch)  # or the follower starts over
-                to_read = session.apply(changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()], now)
-            reply["session"] = [session.session_id, session.epoch]
-            results = await self.rm.fetch_in_session(session, to_read, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                                                     max_bytes=max_bytes, partition_max_bytes=part_max)
+            session = sessions.get(replica_id, session_id, session_epoch)  # or the follower starts over
+            to_read = session.apply(changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()], now)
+        results = await self.rm.fetch_in_session(session, to_read, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                                 max_bytes=max_bytes, partition_max_bytes=part_max)
         chunks = []
         pos = 0
         out = []
@@ -147,8 +138,7 @@ class InterBrokerHandlers:
             if data:
                 chunks.append(data)
                 pos += len(data)
-        reply["partitions"] = out
-        return reply, b"".join(chunks)
+        return {"error": 0, "session": [session.session_id, session.epoch], "partitions": out}, b"".join(chunks)
 
     async def _EndOffsets(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """The high watermarks of partitions led here (a group coordinator's lag figures)."""

@@ -467,7 +467,7 @@ class ReplicaManager:
         for tp, r in results.items():
             sp = session.partitions.get(tp)
             if sp is not None and not r["records"] and r["error"] == 0 and "diverging_epoch" not in r and r["leo"] > sp.fetch_offset:
-                session.dirty.add(tp)
+                session.read_again(tp)
         result = list(results.items())
         self._count_served(result, session.replica_id, None)
         return result

@@ -91,6 +91,12 @@ class FetchSession:
         self.last_request_ms = max(self.last_request_ms, now_ms)
         return must_read
 
+    def read_again(self, tp: TP) -> None:
+        """`tp` was read without everything it has (a byte budget or a throttle held records
+        back): read it at the next request although neither side changes it."""
+        if tp in self.partitions:
+            self.dirty.add(tp)
+
     def take_dirty(self) -> list[TP]:
         """The partitions that changed while the request waited (read and answered now)."""
         out = sorted(self.dirty)
