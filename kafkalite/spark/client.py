@@ -241,7 +241,9 @@ def _after_error(consumer: Consumer, r: OffsetRange, position: int, err: KafkaEr
         log.warning("%s: skipping (failOnDataLoss=false)", message)
         if low >= r.until_offset or low <= position:
             return r.until_offset
-        consumer.seek(TopicPartition(r.topic, r.partition, low))
+        # Assign again, not seek: with auto.offset.reset=error librdkafka has stopped this
+        # partition's fetcher, and a seek on a stopped fetcher fails (_STATE).
+        consumer.assign([TopicPartition(r.topic, r.partition, low)])
         return low
     if err.retriable():
         return position

@@ -83,6 +83,33 @@ def test_fail_on_data_loss_both_ways(spark, boot):
     assert offsets[-1] == high - 1
 
 
+def test_executor_skips_offsets_deleted_after_planning(boot):
+    """An executor's range that starts below the log start (retention ran between planning
+    and the read): with failOnDataLoss=false it goes on from the log start, to the end of
+    the range; with true it raises naming the option."""
+    from kafkalite.spark.client import read_range
+    from kafkalite.spark.errors import KafkaliteDataLossError
+    from kafkalite.spark.offsets import OffsetRange
+
+    create_topic(boot, "gone", partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
+    produce(boot, "gone", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
+            flush_each=True)
+    c = Consumer({"bootstrap.servers": boot, "group.id": "probe"})
+    low = wait_until(lambda: c.get_watermark_offsets(TopicPartition("gone", 0), timeout=5, cached=False)[0] or None,
+                     60, "retention to delete old segments")
+    high = c.get_watermark_offsets(TopicPartition("gone", 0), timeout=5, cached=False)[1]
+    c.close()
+    config = {"bootstrap.servers": boot, "group.id": "executor-probe", "enable.auto.commit": "false",
+              "auto.offset.reset": "error", "enable.partition.eof": "true"}
+    whole = OffsetRange("gone", 0, 0, high)
+    with pytest.raises(KafkaliteDataLossError, match="failOnDataLoss"):
+        list(read_range(whole, config, include_headers=False, fail_on_data_loss=True, poll_timeout_ms=30_000))
+    batches = list(read_range(whole, config, include_headers=False, fail_on_data_loss=False, poll_timeout_ms=30_000))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(offsets[0], high))
+    assert offsets[0] >= low
+
+
 @pytest.mark.parametrize("options, named", [
     ({"subscribe": "orders", "startingOffsets": "latest"}, "startingOffsets"),
     ({"subscribe": "orders", "assign": '{"orders":[0]}'}, "assign"),
