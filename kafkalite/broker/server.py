@@ -70,7 +70,7 @@ from kafkalite.log.config import LogConfig, parse_cleanup_policy
 from kafkalite.log.errors import LogDirFailure
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.rpc.auth import load_secret
+from kafkalite.rpc.auth import load_secret, unauthenticated_rpc_warning
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
@@ -141,6 +141,8 @@ class Broker:
             self.rpc_secret = load_secret(self.settings["inter.broker.secret"], self.settings["inter.broker.secret.file"])
         except ValueError as e:
             raise SystemExit(f"kafkalite broker: {e}") from None
+        if (open_rpc := unauthenticated_rpc_warning(self.cfg, self.rpc_secret)) is not None:
+            log.warning("%s", open_rpc)
         self.controller = Controller(self.broker_id, self.settings, self.metrics, self._on_fatal)
         self.controller.rpc_secret = self.rpc_secret
         self.controller.gone_evidence = lambda: dict(self.metadata_cache.gone)

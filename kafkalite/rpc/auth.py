@@ -92,6 +92,21 @@ def server_finish(secret: bytes, client_nonce: bytes, server_nonce: bytes, answe
 
 
 # -- configuration --------------------------------------------------------------------------
+def unauthenticated_rpc_warning(cfg: Any, secret: bytes | None) -> str | None:
+    """What a broker logs at start when its clients must authenticate (a listener other
+    than PLAINTEXT, or an authorizer) but its inter-broker RPC has no secret; None otherwise."""
+    if secret is not None:
+        return None
+    secured = [spec.name for spec in cfg.client_listeners() if spec.security_protocol != "PLAINTEXT"]
+    if not secured and not cfg["authorizer.class.name"]:
+        return None
+    host, port = cfg.inter_broker_listener()
+    why = f"listeners {', '.join(secured)}" if secured else "authorizer.class.name is set"
+    return (f"clients must authenticate ({why}) but the inter-broker RPC on {host}:{port} does not: anyone who reaches "
+            f"it can send LeaderAndIsr or StopReplica; set inter.broker.secret (or inter.broker.secret.file), the same "
+            f"on every broker")
+
+
 def load_secret(value: str, path: str) -> bytes | None:
     """`inter.broker.secret` or the contents of `inter.broker.secret.file` (surrounding
     whitespace stripped); None when neither is set. ValueError naming the problem."""

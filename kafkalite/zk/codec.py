@@ -485,11 +485,16 @@ def decode_entity_config(data: bytes | None, path: str) -> dict[str, str]:
     return dict(raw)
 
 
+# The entity kinds of Kafka's /config tree that change notifications name.
+CONFIG_ENTITY_KINDS = ("topics", "brokers", "users", "clients", "ips")
+
+
 def decode_config_change(data: bytes | None, path: str) -> str:
-    """The entity path of a change notification ("topics/foo", "brokers/<default>")."""
+    """The entity path of a change notification ("topics/foo", "brokers/<default>",
+    "users/alice": every entity kind Kafka 2.x announces; readers pick the kinds they act on)."""
     r = _Reader(data, path)
     entity = r.str("entity_path")
     kind, sep, name = entity.partition("/")
-    if not sep or not name or kind not in ("topics", "brokers"):
-        r.fail(f"entity_path must be topics/<name> or brokers/<id|<default>>, got {entity!r}")
+    if not sep or not name or kind not in CONFIG_ENTITY_KINDS:
+        r.fail(f"entity_path must be <{'|'.join(CONFIG_ENTITY_KINDS)}>/<name>, got {entity!r}")
     return entity

@@ -85,12 +85,12 @@ def partition0(admin: AdminClient, topic: str):
     return admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
 
 
-def produce_one(cluster, topic: str) -> KafkaError | None:
+def produce_one(cluster, topic: str, value: bytes = b"v") -> KafkaError | None:
     """One acks=all record without retries: the broker's own answer."""
     result: list = []
     p = Producer({"bootstrap.servers": cluster.status()["bootstrap"], "acks": "all", "retries": 0,
                   "enable.idempotence": False, "message.timeout.ms": 10000, "linger.ms": 0})
-    p.produce(topic, b"v", on_delivery=lambda err, msg: result.append(err))
+    p.produce(topic, value, on_delivery=lambda err, msg: result.append(err))
     p.flush(15)
     assert result, "no delivery report"
     return result[0]
@@ -229,10 +229,18 @@ def test_min_insync_replicas_applies_live_and_survives_controller_failover_and_r
     third = next(b for b in (1, 2, 3) if b not in (controller, leader))
     create(admin, "mir", assignment=[[leader, controller, third]])
     wait_for(lambda: sorted(partition0(admin, "mir").isrs) == [1, 2, 3], "a full ISR")
+    # A change made before the failover stays in force after it (max.message.bytes, live).
+    big = b"x" * 3000
+    assert produce_one(cluster, "mir", big) is None
+    incremental(admin, "topic", "mir", ("max.message.bytes", "2000", AlterConfigOpType.SET))
+    wait_for(lambda: produce_one(cluster, "mir", big) is not None, "max.message.bytes=2000 in force")
     cluster.kill(controller)
     wait_for(lambda: sorted(partition0(admin, "mir").isrs) == sorted([leader, third]), "the ISR to shrink")
     wait_for(lambda: admin.list_topics(timeout=10).controller_id not in (-1, controller), "a new controller")
     assert produce_one(cluster, "mir") is None
+    err = produce_one(cluster, "mir", big)
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert overrides(admin, "mir") == {"max.message.bytes": "2000"}
 
     incremental(admin, "topic", "mir", ("min.insync.replicas", "3", AlterConfigOpType.SET))
     err = produce_one(cluster, "mir")
@@ -250,6 +258,7 @@ def test_min_insync_replicas_applies_live_and_survives_controller_failover_and_r
     assert produce_one(cluster, "mir") is None  # three in sync: min.insync.replicas=3 is met
     restarted = broker_state(cluster, controller)["metadata"]["topic_configs"]
     assert restarted["mir"]["min.insync.replicas"] == "3"
+    assert restarted["mir"]["max.message.bytes"] == "2000"
     fresh = AdminClient({"bootstrap.servers": cluster.status()["bootstrap"]})  # no reconnect back-off to the restarted one
     mine = describe(fresh, "broker", str(controller))["log.retention.bytes"]
     assert (mine.value, mine.source) == ("7000000", SOURCE_DYNAMIC_BROKER)

@@ -427,6 +427,27 @@ def test_cli_commands_take_the_command_config(secure, tmp_path):
     assert "cli-line" in consumed.stdout.splitlines()
     without = _cli("topics", "list", "--bootstrap", secure["props"]["bootstrap.servers"])
     assert without.returncode == 1
+    # issue 16's commands over SASL_SSL too, on a topic of their own
+    own = "secure-cli-admin"
+    created = _cli("topics", "create", own, "--partitions", "1", "--replication-factor", "3", "--command-config", conf)
+    assert created.returncode == 0, created.stderr
+    lines = "".join(f"line-{i}\n" for i in range(5))
+    produced = subprocess.run([sys.executable, "-m", "kafkalite.cli.main", "produce", own, "--partition", "0",
+                               "--command-config", conf], input=lines, capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    altered = _cli("configs", "alter", "--topic", own, "--set", "retention.ms=86400000", "--command-config", conf)
+    assert altered.returncode == 0, altered.stderr
+    described = _cli("configs", "describe", "--topic", own, "--json", "--command-config", conf)
+    assert described.returncode == 0, described.stderr
+    assert "86400000" in described.stdout
+    deleted = _cli("records", "delete", "--topic", own, "--partition", "0", "--before", "2", "--command-config", conf)
+    assert deleted.returncode == 0, deleted.stderr
+    dirs = _cli("log-dirs", "--json", "--command-config", conf)
+    assert dirs.returncode == 0, dirs.stderr
+    assert own in dirs.stdout
+    consumed = _cli("consume", own, "--partition", "0", "--from-beginning", "--command-config", conf, "--timeout-ms", "5000")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"line-{i}" for i in range(2, 5)]
 
 
 def test_sasl_plaintext_with_plain_and_scram_sha_256_on_a_one_broker_cluster(zk_server, tmp_path):

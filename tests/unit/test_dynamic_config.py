@@ -169,7 +169,12 @@ def test_config_znodes_round_trip_in_kafkas_layout():
     assert codec.decode_entity_config(data, "/config/topics/t") == {"retention.ms": "5"}
     change = codec.encode_config_change("topics/t")
     assert codec.decode_config_change(change, "/config/changes/config_change_0000000001") == "topics/t"
+    # `kafkalite users add` announces users/NAME as Kafka does: read without complaint
+    assert codec.decode_config_change(b'{"version":2,"entity_path":"users/x"}',
+                                      "/config/changes/config_change_0000000002") == "users/x"
     with pytest.raises(ZnodeDecodeError):
-        codec.decode_config_change(b'{"version":2,"entity_path":"users/x"}', "/config/changes/config_change_0000000002")
+        codec.decode_config_change(b'{"version":2,"entity_path":"groups/x"}', "/config/changes/config_change_0000000003")
+    with pytest.raises(ZnodeDecodeError):
+        codec.decode_config_change(b'{"version":2,"entity_path":"users/"}', "/config/changes/config_change_0000000004")
     with pytest.raises(ZnodeDecodeError):
         codec.decode_entity_config(b'{"version":1,"config":{"a":1}}', "/config/topics/t")

@@ -105,3 +105,16 @@ async def test_forged_frames_are_refused_and_the_server_keeps_serving(caplog):
         for c in (good, wrong, plain):
             await c.close()
         await server.close()
+
+
+def test_a_broker_whose_clients_authenticate_warns_when_its_rpc_does_not():
+    from kafkalite.config import BrokerConfig
+
+    plain = BrokerConfig({"broker.id": 1})
+    assert auth.unauthenticated_rpc_warning(plain, None) is None
+    secured = BrokerConfig({"broker.id": 1, "listeners": "SASL_PLAINTEXT://127.0.0.1:9192"})
+    warning = auth.unauthenticated_rpc_warning(secured, None)
+    assert warning is not None and "SASL_PLAINTEXT" in warning and "inter.broker.secret" in warning
+    assert auth.unauthenticated_rpc_warning(secured, SECRET) is None
+    authorizer = BrokerConfig({"broker.id": 1, "authorizer.class.name": "kafkalite.AclAuthorizer"})
+    assert "authorizer.class.name" in (auth.unauthenticated_rpc_warning(authorizer, None) or "")

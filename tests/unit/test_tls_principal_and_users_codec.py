@@ -53,3 +53,34 @@ def test_command_config_is_checked():
                  "security.protocol=SASL_PLAINTEXT\nsasl.mechanisms=PLAIN\nsasl.username=u\n", "no equals sign\n"):
         with pytest.raises(ClientConfigError):
             security_from_properties(parse_properties(text))
+
+
+def test_security_dev_ca_command_writes_pairs_that_chain_to_its_ca(tmp_path):
+    """`kafkalite security dev-ca` as a user runs it: PEM pairs whose certificates the CA
+    signed, the broker's with the loopback names and --host in its SANs; bad input is one
+    line, not a traceback."""
+    import ipaddress
+    import subprocess
+    import sys
+
+    from cryptography import x509
+
+    out = tmp_path / "ca"
+    run = subprocess.run([sys.executable, "-m", "kafkalite.cli.main", "security", "dev-ca", "--out", str(out),
+                          "--host", "broker.example", "--client-cn", "alice"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    listed = dict(line.split("\t") for line in run.stdout.splitlines())
+    assert set(listed) == {"ca", "ca_key", "broker", "broker_key", "client", "client_key"}
+    ca = x509.load_pem_x509_certificate(open(listed["ca"], "rb").read())
+    broker = x509.load_pem_x509_certificate(open(listed["broker"], "rb").read())
+    client = x509.load_pem_x509_certificate(open(listed["client"], "rb").read())
+    for cert in (broker, client):
+        cert.verify_directly_issued_by(ca)  # raises if the CA did not sign it
+    sans = broker.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"localhost", "broker.example"} <= set(sans.get_values_for_type(x509.DNSName))
+    assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+    assert certificate_principal(client.public_bytes(serialization.Encoding.DER)) == "User:CN=alice,O=kafkalite"
+    bad = subprocess.run([sys.executable, "-m", "kafkalite.cli.main", "security", "dev-ca", "--out", str(out), "--days", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--days" in bad.stderr and "Traceback" not in bad.stderr
+
