@@ -145,27 +145,35 @@ class KafkaApis:
         listener = current_listener.get()
         brokers = [{"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack}
                    for b in sorted(cache.brokers.values(), key=lambda b: b.id) for address in [b.address_for(listener)]]
+        # A controller known gone is not named (-1: unknown) while the new one's update is
+        # on its way: librdkafka keeps waiting for a named controller's connection to come
+        # back, and asks again only when it has none.
+        controller_id = cache.controller_id if cache.controller_id not in cache.gone else -1
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.broker.cluster_id,
-                "controller_id": cache.controller_id, "topics": topics}
+                "controller_id": controller_id, "topics": topics}
 
     async def _settle_leaders(self, names: list[str]) -> None:
-        """Issue 13: a client asks for metadata the moment its connection to a leader
-        breaks, which is the moment this broker's watch of that leader hears of it too. Let
-        the watch finish its verdict (a reconnect, milliseconds), and when the leader is
-        gone, wait (bounded) for the controller's update naming a new one: the client then
-        learns the new leader in this answer, not at its next periodic refresh a second
-        later."""
+        """Issue 13: a client asks for metadata the moment its connection to a leader (or
+        the controller) breaks, which is the moment this broker's watch of that broker
+        hears of it too. Let the watch finish its verdict (a reconnect, milliseconds), and
+        when the broker is gone, wait (bounded) for the controller's update naming a new
+        leader or controller: the client then learns it in this answer, not at its next
+        periodic refresh. (An admin client that was told the dead controller again waited
+        for it to come back: minutes, CI's test_compat_configs.)"""
         watches = self.broker.peer_watches
         if watches is None:
             return
         cache = self.cache
 
-        def leaders() -> set[int]:
-            return {m.leader for n in names for m in cache.topics.get(n, {}).values() if m.leader >= 0}
+        def named() -> set[int]:
+            ids = {m.leader for n in names for m in cache.topics.get(n, {}).values() if m.leader >= 0}
+            if cache.controller_id >= 0:
+                ids.add(cache.controller_id)
+            return ids
 
-        await watches.settled(leaders(), WATCH_SETTLE_WAIT_S)
-        if cache.gone and leaders() & set(cache.gone):  # (nearly always empty: no second walk)
-            await self.broker.metadata_updates.wait_until(lambda: not leaders() & set(cache.gone), GONE_LEADER_WAIT_S)
+        await watches.settled(named(), WATCH_SETTLE_WAIT_S)
+        if cache.gone and named() & set(cache.gone):  # (nearly always empty: no second walk)
+            await self.broker.metadata_updates.wait_until(lambda: not named() & set(cache.gone), GONE_LEADER_WAIT_S)
 
     # -- Produce ------------------------------------------------------------------------
     async def produce(self, header: RequestHeader, body: dict) -> dict | None:

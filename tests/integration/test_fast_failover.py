@@ -9,6 +9,7 @@ and keeps its leaderships; a broker killed and restarted at once rejoins every I
 
 from __future__ import annotations
 
+import socket
 import time
 
 from confluent_kafka import Producer
@@ -53,13 +54,15 @@ def produce_one(boot: str, partition: int) -> None:
     assert p.flush(60) == 0 and errors == []
 
 
-def kill_and_time(cluster, zk_connect: str, victim: int, failed_over):
-    """kill -9 `victim`, wait (30 s) for `failed_over()` to be truthy: its value, the seconds
-    it took, and whether ZooKeeper still listed the victim's registration by then."""
+def kill_and_time(cluster, zk_connect: str, victim: int, failed_over, just_killed=lambda: None):
+    """kill -9 `victim`, call `just_killed()`, wait (30 s) for `failed_over()` to be truthy:
+    its value, the seconds it took, and whether ZooKeeper still listed the victim's
+    registration by then."""
     zk = start_client(zk_connect)
     try:
         cluster.kill(victim)
         killed = time.monotonic()
+        just_killed()
         value = wait_until(failed_over, 30, f"failover from broker {victim}")
         took_s = time.monotonic() - killed
         return value, took_s, zk.exists(f"/brokers/ids/{victim}") is not None
@@ -114,15 +117,42 @@ def test_a_killed_controller_is_replaced_and_its_partitions_failed_over_before_i
     """The other brokers watch the controller's process: when it is gone they remove
     /controller for it, a new controller is elected, and its own watch fails the dead
     broker's partitions over, all while ZooKeeper still lists the dead registration."""
+    from kafkalite.cli.admin_client import AdminClient as RawAdmin
+
     cluster = cluster_factory(3, overrides=SESSION)
     boot = setup(cluster)
     victim = controller_of(cluster)
     led = [p for p in range(3) if partition_view(cluster, TOPIC, p)["leader"] == victim]
     assert led, "the controller leads a partition (it led them all when they were created)"
+    # One connection to each survivor, open before the kill: the Metadata a client asks for
+    # the moment its connection to the controller breaks never names the dead controller
+    # (librdkafka's admin client, told so, waits for it to come back instead of asking
+    # again). A client learns of the death from its own connection to the dead broker
+    # closing, so the question is asked once that connection reads its end.
+    survivors = [RawAdmin(f"127.0.0.1:{b['port']}") for b in cluster.status()["brokers"] if b["id"] != victim]
+    for raw in survivors:
+        raw.metadata()
+    to_victim = socket.create_connection(("127.0.0.1", cluster.broker(victim)["port"]), timeout=10)
+    named: list[int] = []
+
+    def ask_survivors() -> None:
+        try:
+            assert to_victim.recv(1) == b""
+        except ConnectionResetError:
+            pass
+        to_victim.close()
+        # (no topics: a client that follows none of the dead broker's partitions, as
+        # librdkafka's admin client asking for the brokers only)
+        named.extend(raw.metadata([]).controller_id for _ in range(20) for raw in survivors)
+
     new, took_s, still_registered = kill_and_time(
         cluster, zk_connect, victim,
         lambda: (c := controller_of(cluster)) != victim and c
-        and all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led) and c)
+        and all(partition_view(cluster, TOPIC, p)["leader"] not in (victim, -1) for p in led) and c,
+        ask_survivors)
+    for raw in survivors:
+        raw.close()
+    assert victim not in named, named
     print(f"\ncontroller {victim} killed: broker {new} controls and {len(led)} partitions moved after {took_s:.2f} s, "
           f"its registration {'still' if still_registered else 'no longer'} in ZooKeeper")
     assert still_registered, "the failover came only with the session expiry"
