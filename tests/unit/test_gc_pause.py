@@ -68,6 +68,7 @@ def test_the_heap_is_settled_once_bulk_work_has_been_quiet_and_then_no_more_ofte
     from kafkalite import gc_pause
 
     gc_pause._settled_at = float("-inf")  # (a fresh process's state)
+    gc_pause._fully_settled_at = float("-inf")
     gc_pause._bulk_ended_at = None
     assert gc_pause.settle_if_due() is None  # no bulk work yet: nothing to settle
     with gc_paused():
@@ -82,5 +83,42 @@ def test_the_heap_is_settled_once_bulk_work_has_been_quiet_and_then_no_more_ofte
         assert gc_pause.settle_if_due(later) is None  # within the minimum interval of the last settle
         assert gc_pause.settle_if_due(ended + gc_pause.SETTLE_QUIET_S + gc_pause.SETTLE_INTERVAL_MIN_S) is not None
         assert gc_pause.settle_if_due(ended + 10 * gc_pause.SETTLE_INTERVAL_MIN_S) is None  # settled: nothing new
+    finally:
+        gc.unfreeze()
+
+
+def test_a_settle_walks_only_what_is_new_and_a_full_one_finds_frozen_cycles_again():
+    """After the first (full) settle, the next ones collect only what was made since: a few
+    objects cost next to nothing however big the frozen heap. A cycle that died frozen is
+    freed only by a full settle, which comes at most once per SETTLE_FULL_INTERVAL_S."""
+    import time
+    import weakref
+
+    from kafkalite import gc_pause
+
+    class Node:
+        pass
+
+    gc_pause._settled_at = float("-inf")
+    gc_pause._fully_settled_at = float("-inf")
+    t = time.monotonic()
+    try:
+        cycle = Node()
+        cycle.me = cycle  # dies only through the cyclic collector
+        alive = weakref.ref(cycle)
+        gc_pause._bulk_ended_at = t  # bulk work ended at t
+        assert gc_pause.settle_if_due(t + gc_pause.SETTLE_QUIET_S) is not None  # the first: full
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        del cycle
+        t += gc_pause.SETTLE_INTERVAL_MIN_S + gc_pause.SETTLE_QUIET_S
+        gc_pause._bulk_ended_at = t  # bulk work ended at t
+        assert gc_pause.settle_if_due(t + gc_pause.SETTLE_QUIET_S) is not None  # incremental
+        assert alive() is not None  # frozen: an incremental settle does not walk it
+        assert gc.get_freeze_count() >= frozen
+        t += gc_pause.SETTLE_FULL_INTERVAL_S
+        gc_pause._bulk_ended_at = t  # bulk work ended at t
+        assert gc_pause.settle_if_due(t + gc_pause.SETTLE_QUIET_S) is not None  # full again
+        assert alive() is None
     finally:
         gc.unfreeze()
