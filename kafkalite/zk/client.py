@@ -679,8 +679,12 @@ class ZkAdapter:
 
     def request_partition_changes(self, kind: str, partitions: dict[TopicPartition, list[int]]) -> None:
         """Admin: write /admin/partitions_add/<t>/<p> with its replicas, or
-        /admin/partitions_remove/<t>/<p>, for the controller to carry out."""
-        for (t, p), replicas in sorted(partitions.items()):
+        /admin/partitions_remove/<t>/<p>, for the controller to carry out. One znode at a
+        time, so the controller may see any prefix of them: adds go lowest first and
+        removals highest first, so that every prefix is a request it can carry out (it
+        removes only a topic's highest partitions; seeing p=2 of 2..3 alone, it refused it
+        and removed 3 only)."""
+        for (t, p), replicas in sorted(partitions.items(), key=lambda kv: (kv[0][0], -kv[0][1] if kind == "remove" else kv[0][1])):
             data = codec.encode_replica_list(codec.ReplicaList(list(replicas))) if kind == "add" else codec.encode_empty()
             try:
                 self.create(paths.admin_partition_request_path(kind, t, p), data, makepath=True)
