@@ -111,8 +111,9 @@ def test_move_onto_a_new_broker_under_acks_all_load(moving):
     _wait_moving(cluster)
     assert _assignment(cluster) == ([1, 2, 3, 4], [4], [1])  # AR + RAR while moving
     _wait_moved(cluster, [2, 3, 4])
-    view = partition_view(cluster, TOPIC, 0)
-    assert view["leader"] in (2, 3, 4)
+    # (the assignment is read from ZooKeeper, the leader from the brokers' metadata, which
+    # the controller's UpdateMetadata reaches a moment later)
+    wait_until(lambda: partition_view(cluster, TOPIC, 0)["leader"] in (2, 3, 4), 10, "a leader among [2, 3, 4]")
     _finish(cluster, producer, [2, 3, 4], gone=1)
 
 
