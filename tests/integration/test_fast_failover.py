@@ -153,7 +153,7 @@ def test_a_killed_controller_is_replaced_and_its_partitions_failed_over_before_i
         to_victim.close()
         # The survivors hear of the death through their own connections, which a loaded
         # kernel may deliver a few ms after the client's: ask once each knows.
-        for b in (b for b in (1, 2, 3) if b != victim):
+        for b in {1, 2, 3} - {victim}:
             wait_until(lambda b=b: knows_gone(b), 5, f"broker {b} to see broker {victim} gone")
         # (no topics: a client that follows none of the dead broker's partitions, as
         # librdkafka's admin client asking for the brokers only)

@@ -65,15 +65,24 @@ def test_min_partitions_splits_ranges_and_reads_the_same_rows(spark, boot):
     assert sorted(split.collect(), key=key) == sorted(whole.collect(), key=key)
 
 
-def test_fail_on_data_loss_both_ways(spark, boot):
-    create_topic(boot, "vanishing", partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
-    produce(boot, "vanishing", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
+def topic_with_deleted_head(boot, topic: str) -> tuple[int, int]:
+    """A 1-partition topic of 60 hour-old records whose old segments retention has deleted:
+    its (log start, high watermark) once the log start has moved."""
+    create_topic(boot, topic, partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
+    produce(boot, topic, 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
             flush_each=True)
     c = Consumer({"bootstrap.servers": boot, "group.id": "probe"})
-    low = wait_until(lambda: c.get_watermark_offsets(TopicPartition("vanishing", 0), timeout=5, cached=False)[0] or None,
-                     60, "retention to delete old segments")
-    high = c.get_watermark_offsets(TopicPartition("vanishing", 0), timeout=5)[1]
-    c.close()
+    try:
+        low = wait_until(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)[0] or None,
+                         60, "retention to delete old segments")
+        high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)[1]
+    finally:
+        c.close()
+    return low, high
+
+
+def test_fail_on_data_loss_both_ways(spark, boot):
+    low, high = topic_with_deleted_head(boot, "vanishing")
     options = {"subscribe": "vanishing", "startingOffsets": '{"vanishing":{"0":0}}'}
     with pytest.raises(Exception, match="failOnDataLoss"):
         read(spark, boot, **options).collect()
@@ -91,14 +100,7 @@ def test_executor_skips_offsets_deleted_after_planning(boot):
     from kafkalite.spark.errors import KafkaliteDataLossError
     from kafkalite.spark.offsets import OffsetRange
 
-    create_topic(boot, "gone", partitions=1, config={"segment.bytes": "2048", "retention.ms": "1000"})
-    produce(boot, "gone", 60, partitions=1, ts0_ms=int(time.time() * 1000) - 3_600_000, value_bytes=200,
-            flush_each=True)
-    c = Consumer({"bootstrap.servers": boot, "group.id": "probe"})
-    low = wait_until(lambda: c.get_watermark_offsets(TopicPartition("gone", 0), timeout=5, cached=False)[0] or None,
-                     60, "retention to delete old segments")
-    high = c.get_watermark_offsets(TopicPartition("gone", 0), timeout=5, cached=False)[1]
-    c.close()
+    low, high = topic_with_deleted_head(boot, "gone")
     config = {"bootstrap.servers": boot, "group.id": "executor-probe", "enable.auto.commit": "false",
               "auto.offset.reset": "error", "enable.partition.eof": "true"}
     whole = OffsetRange("gone", 0, 0, high)
