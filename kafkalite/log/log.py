@@ -428,13 +428,12 @@ class Log:
         """`read` within the segment that holds `offset` (or the next one with a batch)."""
         i = bisect.bisect_right(self._bases, offset) - 1
         for segment in self._segments[i:]:
-            found = segment.find_batch(offset)
+            found = segment.locate(offset)
             if found is None:
                 continue
-            position, fields = found
-            if max_offset is not None and fields[H_BASE_OFFSET] >= max_offset:
+            position, base, first_size = found
+            if max_offset is not None and base >= max_offset:
                 return b""
-            first_size = fields[H_BATCH_LENGTH] + LOG_OVERHEAD
             want = min(max_bytes, segment.size - position)
             if first_size > want:
                 return segment.read_at(position, first_size) if min_one else b""
@@ -455,17 +454,17 @@ class Log:
         for segment in self._segments[i:]:
             if segment.base_offset >= end_offset:
                 break
-            found = segment.find_batch(offset)
+            found = segment.locate(offset)
             if found is None:
                 continue
             start = found[0]
-            stop = segment.find_batch(end_offset, start)
+            stop = segment.locate(end_offset)
             if stop is None:
                 total += segment.size - start
                 continue
-            position, fields = stop
+            position, base, size = stop
             # A batch that starts below end_offset is read whole (as `read` does).
-            total += (position + fields[H_BATCH_LENGTH] + LOG_OVERHEAD if fields[H_BASE_OFFSET] < end_offset else position) - start
+            total += (position + size if base < end_offset else position) - start
             break
         return total
 

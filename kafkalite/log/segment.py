@@ -6,6 +6,7 @@ os.writev per Log append; reads are os.pread. No Python-level file buffering.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK_BYTES = 4 << 20
 _IOV_MAX = 1024
+TAIL_BATCHES = 512  # the newest batches whose place a segment remembers (LogSegment.locate)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,15 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         self.rolling_timestamp_ms: int | None = None  # what log.roll.ms counts from
         self.unflushed = False
+        # Where the newest batches are (last offset, position, base offset), oldest first:
+        # consecutive batches that end at the end of the file. A fetch near the log end (a
+        # follower, a consumer keeping up) finds its batch here instead of reading every
+        # header from the last index entry on (index.interval.bytes apart: with small
+        # batches, dozens of preads per read). Appends add to it; whatever rewrites the
+        # tail clears it.
+        self._tail_lasts: list[int] = []
+        self._tail_positions: list[int] = []
+        self._tail_bases: list[int] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -223,7 +234,8 @@ class LogSegment:
         interval = self.config.index_interval_bytes
         max_timestamp = self.max_timestamp
         since_index = self.bytes_since_index_entry
-        for base, _, batch_max_timestamp, size in batches:
+        for base, last, batch_max_timestamp, size in batches:
+            self._remember(last, position, base)
             if batch_max_timestamp > max_timestamp:
                 max_timestamp = self.max_timestamp = batch_max_timestamp
                 self.offset_of_max_timestamp = base
@@ -248,6 +260,7 @@ class LogSegment:
         fd = self.fd
         if os.pwritev(fd, (prefix, body), position) != size:
             _write_all(fd, [prefix, body], position, size)  # short write: finish it
+        self._remember(last, position, base)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base
@@ -262,6 +275,22 @@ class LogSegment:
         if self.rolling_timestamp_ms is None:
             self.rolling_timestamp_ms = max_timestamp
         self.unflushed = True
+
+    def _remember(self, last: int, position: int, base: int) -> None:
+        lasts = self._tail_lasts
+        assert not lasts or (last > lasts[-1] and position > self._tail_positions[-1]), (last, position)
+        lasts.append(last)
+        self._tail_positions.append(position)
+        self._tail_bases.append(base)
+        if len(lasts) >= 2 * TAIL_BATCHES:
+            del lasts[:TAIL_BATCHES]
+            del self._tail_positions[:TAIL_BATCHES]
+            del self._tail_bases[:TAIL_BATCHES]
+
+    def _forget_tail(self) -> None:
+        self._tail_lasts.clear()
+        self._tail_positions.clear()
+        self._tail_bases.clear()
 
     def on_become_inactive(self) -> None:
         """Called at roll: make the time index's last entry the segment's max timestamp so a
@@ -290,10 +319,35 @@ class LogSegment:
             raise CorruptRecordError(f"{self.log_path}: torn batch at {position}")
         return fields
 
+    def locate(self, offset: int) -> tuple[int, int, int] | None:
+        """(position, base offset, size in bytes) of the first batch whose last offset >=
+        `offset`, None if there is none: from the remembered tail when it covers `offset`
+        (no I/O), else by reading headers (`find_batch`)."""
+        lasts = self._tail_lasts
+        if lasts:
+            assert lasts[-1] == self.next_offset - 1, (lasts[-1], self.next_offset)
+            i = bisect.bisect_left(lasts, offset)
+            if i == len(lasts):
+                return None  # past the last batch
+            positions = self._tail_positions
+            if i > 0 or positions[0] == 0:  # batch i-1 ends below `offset`, or i is the first
+                end = positions[i + 1] if i + 1 < len(positions) else self.size
+                return positions[i], self._tail_bases[i], end - positions[i]
+        found = self.find_batch(offset)
+        if found is None:
+            return None
+        position, fields = found
+        return position, fields[H_BASE_OFFSET], fields[H_BATCH_LENGTH] + LOG_OVERHEAD
+
     def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, tuple] | None:
         """(position, header fields) of the first batch whose last offset >= `offset`."""
         if start_position is None:
-            _, start_position = self.offset_index.lookup(offset)
+            lasts = self._tail_lasts
+            i = bisect.bisect_left(lasts, offset)
+            if 0 < i < len(lasts):  # remembered: one header read
+                start_position = self._tail_positions[i]
+            else:
+                _, start_position = self.offset_index.lookup(offset)
         position = start_position
         while True:
             fields = self.header_at(position)
@@ -332,6 +386,7 @@ class LogSegment:
         """Recompute next offset, max timestamp and index spacing by scanning headers from
         the last offset index entry (the time index covers every batch up to that entry).
         Returns the position where the scan ended (the file size if the tail is whole)."""
+        self._forget_tail()
         scan_from = self.offset_index.values[-1] if len(self.offset_index) else 0
         self.max_timestamp = self.time_index.last_timestamp
         self.offset_of_max_timestamp = self.time_index.values[-1] if len(self.time_index) else self.base_offset
@@ -390,6 +445,7 @@ class LogSegment:
         increase (starting at >= `min_offset`); rebuild both indexes; truncate the file at
         the first bad batch. `on_batch(base_offset, partition_leader_epoch)` sees each good
         batch (to rebuild the leader epoch cache). Returns the number of bytes truncated."""
+        self._forget_tail()
         self.offset_index.reset()
         self.time_index.reset()
         self.size = os.fstat(self.fd).st_size

@@ -14,7 +14,16 @@ from kafkalite.log import records
 from kafkalite.log.config import LogConfig
 from kafkalite.log.errors import OffsetMismatchError, OffsetOutOfRangeError
 from kafkalite.log.log import Log
-from kafkalite.log.records import Record, decode_records, encode_batch, validate_batches
+from kafkalite.log.records import (
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_LAST_OFFSET_DELTA,
+    LOG_OVERHEAD,
+    Record,
+    decode_records,
+    encode_batch,
+    validate_batches,
+)
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=150, roll_ms=1000, retention_ms=-1)
 
@@ -47,6 +56,28 @@ class Model:
         kept = [(base, last) for base, last, _ in self.batches if base >= self.start]
         for (_, last), (base, _) in zip(kept, kept[1:]):
             assert base == last + 1
+        check_locate(log, self.start, self.leo)
+
+
+def scanned(segment) -> list[tuple[int, int, int, int]]:
+    """(last offset, position, base offset, size) of every batch, read from the file."""
+    return [(f[H_BASE_OFFSET] + f[H_LAST_OFFSET_DELTA], pos, f[H_BASE_OFFSET], f[H_BATCH_LENGTH] + LOG_OVERHEAD)
+            for pos, f in segment.iter_headers(0)]
+
+
+def check_locate(log: Log, start: int, leo: int) -> None:
+    """A segment's remembered tail (LogSegment.locate) names the batch a header scan finds
+    for every offset, and bytes_available counts the bytes a read returns."""
+    for segment in log.segments:
+        batches = scanned(segment)
+        for offset in range(segment.base_offset, leo + 2):
+            expected = next(((pos, base, size) for last, pos, base, size in batches if last >= offset), None)
+            assert segment.locate(offset) == expected, (segment.base_offset, offset)
+    for offset in range(start, leo):
+        for end in (offset + 1, offset + 3, leo):
+            got = log.bytes_available(offset, end)
+            assert got == sum(size for seg in log.segments for last, _, base, size in scanned(seg)
+                              if last >= offset and base < end), (offset, end)
 
 
 ops = st.lists(
