@@ -80,6 +80,7 @@ def _g(name: str, doc: str, value: float) -> GaugeMetricFamily:
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.active_controller = Gauge("kafkalite_active_controller", "1 on the active controller", registry=r)
         self.offline_log_dirs = Gauge("kafkalite_offline_log_dirs", "log dirs of this broker that failed (KIP-112)", registry=r)
@@ -145,31 +146,41 @@ class BrokerMetrics:
     def attach(self, broker: Broker) -> None:
         self.registry.register(_StateCollector(broker))
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)`, made once: prometheus_client's labels() takes a lock
+        and builds the key on every call, and these are called per request and per
+        replica fetch (no labelled child here is ever removed)."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def request(self, api: str) -> None:
-        self.requests.labels(api).inc()
+        self._child(self.requests, api).inc()
 
     def request_total(self, api: str, seconds: float) -> None:
-        self.total_time.labels(api).observe(seconds)
+        self._child(self.total_time, api).observe(seconds)
 
     def request_latency(self, api: str, seconds: float) -> None:
-        self.latency.labels(api).observe(seconds)
+        self._child(self.latency, api).observe(seconds)
 
     def replication_catch_up(self, follower: int, seconds: float) -> None:
-        self.replication_catch_up_time.labels(str(follower)).observe(seconds)
+        self._child(self.replication_catch_up_time, str(follower)).observe(seconds)
 
     def messages_in(self, topic: str, count: int, size: int) -> None:
-        self.messages.labels(topic).inc(count)
-        self.bytes_in.labels(topic).inc(size)
+        self._child(self.messages, topic).inc(count)
+        self._child(self.bytes_in, topic).inc(size)
 
     def fetch_bytes_served(self, topic: str, served_as: str, size: int, locality: str = "unknown") -> None:
         """`served_as`: "leader" or "follower" for a consumer (`locality`: same_rack,
         other_rack or unknown), "replication" for a follower."""
         if served_as == "replication":
-            self.replica_fetch_bytes.labels(topic).inc(size)
+            self._child(self.replica_fetch_bytes, topic).inc(size)
         else:
             assert served_as in ("leader", "follower")
             assert locality in ("same_rack", "other_rack", "unknown")
-            self.consumer_fetch_bytes.labels(topic, served_as, locality).inc(size)
+            self._child(self.consumer_fetch_bytes, topic, served_as, locality).inc(size)
 
     def preferred_read_replica_redirect(self, topic: str) -> None:
         self.preferred_read_replica_redirects.labels(topic).inc()
