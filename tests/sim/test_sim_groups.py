@@ -4,7 +4,7 @@ the commit guarantee (an acknowledged offset commit is never lost; checker.py) c
 OffsetFetch, and at the end of each run on every group's current coordinator once the
 cluster settled. Targeted schedules first, then a sweep of random ones.
 
-GROUP_SIM_SEEDS (default 240) and GROUP_SIM_STEPS (default 2500) size the sweep."""
+GROUP_SIM_SEEDS (default 120) and GROUP_SIM_STEPS (default 2500) size the sweep."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
 from kafkalite.testing.sim import SimConfig, Simulation, SimulationFailure, config_for_seed, run_simulation
 from kafkalite.testing.sim.scenario import quiet, settled, zk_state
 
-SEEDS = int(os.environ.get("GROUP_SIM_SEEDS", "240"))
+SEEDS = int(os.environ.get("GROUP_SIM_SEEDS", "120"))
 STEPS = int(os.environ.get("GROUP_SIM_STEPS", "2500"))
 OFFSETS_PARTITIONS = 3
 GROUPS = SimConfig(offsets_partitions=OFFSETS_PARTITIONS)
