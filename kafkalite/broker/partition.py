@@ -12,8 +12,8 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from kafkalite.broker.errors import fail
 from kafkalite.broker.replication_timing import AppendTimes
@@ -57,27 +57,17 @@ class LogPort:
 _NOT_THE_DISK = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
-class disk_io:
+@contextmanager
+def disk_io(plog: Log) -> Iterator[None]:
     """An OSError from the log's files is its log dir failing (KIP-112): LogDirFailure,
     which the replica manager answers KAFKA_STORAGE_ERROR and turns into the dir going
-    offline. The storage engine's own typed errors pass through. (A class, not a
-    @contextmanager generator: it wraps every append and read, and a generator costs
-    several times more per use.)"""
-
-    __slots__ = ("plog",)
-
-    def __init__(self, plog: Log) -> None:
-        self.plog = plog
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, e: BaseException | None, tb: Any) -> bool:
-        if e is None or not isinstance(e, OSError):
-            return False
+    offline. The storage engine's own typed errors pass through."""
+    try:
+        yield
+    except OSError as e:
         if e.errno in _NOT_THE_DISK:  # the process ran out of descriptors or memory: this request fails, the dir is fine
-            raise LogDirError(f"{self.plog.dir}: {e}") from e
-        raise LogDirFailure(os.path.dirname(self.plog.dir), e) from e
+            raise LogDirError(f"{plog.dir}: {e}") from e
+        raise LogDirFailure(os.path.dirname(plog.dir), e) from e
 
 
 class Partition(Replica):

@@ -27,7 +27,7 @@ from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.consumer_fetch import ClusterView, ConsumerFetch, ReadSource
 from kafkalite.core.delete_records import DeleteRecordsPartitionStatus
-from kafkalite.core.fetch_session import FetchSession, FetchSessions, SessionFetchWait
+from kafkalite.core.fetch_session import FetchSession, FetchSessions
 from kafkalite.core.messages import AlterIsrResponse, LeaderAndIsr, StopReplica
 from kafkalite.core.purgatory import DelayedFetch, FetchPartitionStatus, FetchProbe, ProducePartitionStatus
 from kafkalite.core.replica_selector import ClientMetadata
@@ -407,13 +407,11 @@ class ReplicaManager:
         self, requests: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, max_bytes: int, client: ClientMetadata | None,
     ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
         """Read each requested partition once: (results, bytes read, whether something must
-        be answered at once: an error, a divergence, a redirect; whether the follower lacks
-        a partition's HW)."""
+        be answered at once: an error, a divergence, a redirect, a HW the follower lacks)."""
         budget = max_bytes
         out = []
         total = 0
         answer_now = False
-        hw_news = False
         for tp, req in requests:
             r = self.read_partition(
                 tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
@@ -424,10 +422,10 @@ class ReplicaManager:
             n = len(r["records"])
             total += n
             budget -= n
-            answer_now = answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
-            hw_news = hw_news or r.get("hw_news", False)
+            answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+                          or r.get("hw_news", False))
             out.append((tp, r))
-        return out, total, answer_now, hw_news
+        return out, total, answer_now
 
     async def fetch_in_session(
         self, session: FetchSession, to_read: list[tuple[str, int]], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
@@ -437,7 +435,7 @@ class ReplicaManager:
         changed and what changed here; if that is not worth answering yet, wait until a
         partition of the session changes (or max_wait passes) and read those, and so on.
         The answer lists only the partitions read."""
-        wait = SessionFetchWait(monotonic_ms() + max_wait_ms, min_bytes)
+        deadline = monotonic_ms() + max_wait_ms
         results: dict[tuple[str, int], dict[str, Any]] = {}
         total = 0
         waiter = self._session_waiters.setdefault(session.session_id, asyncio.Event())
@@ -448,11 +446,11 @@ class ReplicaManager:
                               "log_start_offset": sp.log_start_offset})
                         for tp in to_read if (sp := session.partitions.get(tp)) is not None]
                 waiter.clear()
-                out, _n, urgent, hw_news = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None)
+                out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None)
                 results.update(out)
                 total = sum(len(r["records"]) for r in results.values())
-                remaining = wait.answer_in(monotonic_ms(), total, urgent, hw_news)
-                if remaining <= 0:
+                remaining = deadline - monotonic_ms()
+                if total >= min_bytes or answer_now or remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(waiter.wait(), remaining / 1000)
@@ -487,8 +485,8 @@ class ReplicaManager:
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
 
         def attempt() -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], bool]:
-            out, total, answer_now, hw_news = self._read_all(requests, replica_id, max_bytes, client)
-            return out, (total >= min_bytes or answer_now or hw_news)
+            out, total, answer_now = self._read_all(requests, replica_id, max_bytes, client)
+            return out, (total >= min_bytes or answer_now)
 
         result, done = attempt()
         if done or max_wait_ms <= 0:

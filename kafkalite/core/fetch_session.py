@@ -57,40 +57,6 @@ class SessionPartition:
     log_start_offset: int = -1
 
 
-HW_NEWS_LINGER_MS = 10
-
-
-@dataclass
-class SessionFetchWait:
-    """When a waiting session fetch is answered (the leader's side of one ReplicaFetch).
-
-    At once for anything a follower must act on (an error, a divergence) or once
-    `min_bytes` of records are there; at `deadline_ms` (replica.fetch.wait.max.ms) with
-    whatever there is. A HW the follower was not told yet (Kafka's DelayedFetch case H,
-    which answers it at once) is answered within HW_NEWS_LINGER_MS instead: the leader's
-    HW moves when a follower's fetch brings its new LEO, right after every append, so
-    answering that news at once sent every follower a second, empty answer and brought a
-    second request back for each append (acks=all at 1,000 single-record batches/s: half
-    of all replication messages, on brokers short of CPU). Under load the next append
-    comes within the linger and carries the HW; an idle partition's followers (and the
-    consumers they serve, KIP-392) learn it at most HW_NEWS_LINGER_MS later. Acks do not
-    wait for it: they wait for the followers' fetch offsets, which are never delayed."""
-
-    deadline_ms: int
-    min_bytes: int
-    linger_ms: int = HW_NEWS_LINGER_MS
-    news_deadline_ms: int | None = None
-
-    def answer_in(self, now_ms: int, read_bytes: int, urgent: bool, hw_news: bool) -> int:
-        """After a read: 0 to answer now, else how long to wait for a change (ms)."""
-        if read_bytes >= self.min_bytes or urgent:
-            return 0
-        if hw_news and self.news_deadline_ms is None:
-            self.news_deadline_ms = now_ms + self.linger_ms
-        end = self.deadline_ms if self.news_deadline_ms is None else min(self.deadline_ms, self.news_deadline_ms)
-        return max(end - now_ms, 0)
-
-
 class FetchSession:
     def __init__(self, session_id: int, replica_id: int, now_ms: int) -> None:
         assert session_id > 0

@@ -12,7 +12,6 @@ from kafkalite.core.fetch_session import (
     FetchSessionIdNotFoundError,
     FetchSessions,
     InvalidFetchSessionEpochError,
-    SessionFetchWait,
     SessionPartition,
 )
 from kafkalite.core.replica_state import LeaderAndIsrState, PartitionReplicaState
@@ -153,16 +152,3 @@ def test_an_idle_follower_outside_the_isr_is_read_again_so_it_can_be_added_back(
     p.update_follower_fetch(2, 100, 100, 1_000)
     assert p.follower_still_caught_up(2, 100, 100, as_of_ms=2_000) is False  # in the ISR: nothing to read
     assert p.follower_still_caught_up(3, 100, 100, as_of_ms=2_000) is True  # outside it: read, which proposes it
-
-
-def test_a_session_fetch_answers_hw_news_within_the_linger_and_data_at_once():
-    wait = SessionFetchWait(deadline_ms=1_000, min_bytes=1, linger_ms=10)
-    assert wait.answer_in(0, 0, urgent=False, hw_news=False) == 1_000  # nothing: wait up to max_wait
-    assert wait.answer_in(100, 0, urgent=False, hw_news=True) == 10  # news alone: the linger
-    assert wait.answer_in(104, 0, urgent=False, hw_news=True) == 6  # later news does not extend it
-    assert wait.answer_in(110, 0, urgent=False, hw_news=False) == 0  # the linger is over: answer
-    assert SessionFetchWait(1_000, 1, 10).answer_in(5, 0, urgent=False, hw_news=True) == 10
-    assert SessionFetchWait(1_000, 1, 10).answer_in(5, 70, urgent=False, hw_news=True) == 0  # records ride with it
-    assert SessionFetchWait(1_000, 1, 10).answer_in(5, 0, urgent=True, hw_news=False) == 0  # an error, a divergence
-    assert SessionFetchWait(1_000, 100, 10).answer_in(5, 40, urgent=False, hw_news=False) == 995  # below min_bytes
-    assert SessionFetchWait(8, 1, 10).answer_in(5, 0, urgent=False, hw_news=True) == 3  # never past max_wait
