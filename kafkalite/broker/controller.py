@@ -84,6 +84,7 @@ class Controller:
         self.watches: ProcessWatches | None = None  # while active, if process.watch.enable
         self.rpc_secret: bytes | None = None  # the inter-broker RPC secret (kafkalite.rpc.auth), set by the broker
         self._answered = asyncio.Event()  # a broker answered a request the core waits on
+        self._spent = [0.0, 0.0]  # the current event's core steps and ZooKeeper operations (s), for its log line
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
         self._owned: set[asyncio.Task] = set()
@@ -117,6 +118,7 @@ class Controller:
         while True:
             ev = await self.queue.get()
             started = time.monotonic()
+            self._spent = [0.0, 0.0]  # this event's core steps, its ZooKeeper operations (s)
             try:
                 await self._handle(ev)
             except ControllerMovedError as e:
@@ -140,7 +142,8 @@ class Controller:
             self._sync_watches()
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
-                log.info("controller event %s took %.0f ms", name_of(ev), took_ms)
+                log.info("controller event %s took %.0f ms (core %.0f ms, its ZooKeeper operations %.0f ms)", name_of(ev), took_ms,
+                         self._spent[0] * 1000, self._spent[1] * 1000)
             if isinstance(ev, Replying) and not ev.reply.done():
                 ev.reply.set_result({"error": int(ErrorCode.NOT_CONTROLLER)})  # refused before reaching the core
 
@@ -204,14 +207,21 @@ class Controller:
     async def _run_core(self, event: core.ControllerEvent) -> None:
         # Each synchronous step may decide for every partition (a failover, a broker
         # failure): with the collector paused (kafkalite.gc_pause), never across an await.
+        spent = self._spent
+        t = time.monotonic()
         with gc_paused():
             ready = self.core.handle(event, monotonic_ms())
             self._execute(ready)
         while ready.io is not None:
+            t2 = time.monotonic()
+            spent[0] += t2 - t
             outcome = await self._perform(ready.io)
+            t = time.monotonic()
+            spent[1] += t - t2
             with gc_paused():
                 ready = self.core.resume(outcome, monotonic_ms())
                 self._execute(ready)
+        spent[0] += time.monotonic() - t
 
     def _execute(self, ready: core.Ready) -> None:
         for note in ready.notes:
@@ -243,12 +253,10 @@ class Controller:
     async def _perform(self, op: core.ZkOperation) -> Any:
         match op:
             case core.WriteStates(updates=updates):
-                wire = {tp: (_to_znode(st), version) for tp, (st, version) in updates.items()}
-                results = await self._zk(self.zk.update_partition_states, wire, self.epoch_zk_version)
+                results = await self._zk(self.zk.update_partition_states, updates, self.epoch_zk_version)
                 return await self._outcomes(results)
             case core.CreateStates(states=states):
-                results = await self._zk(self.zk.create_partition_states, {tp: _to_znode(st) for tp, st in states.items()},
-                                         self.epoch_zk_version)
+                results = await self._zk(self.zk.create_partition_states, states, self.epoch_zk_version)
                 return await self._outcomes(results)
             case core.DeleteTopic(topic=topic):
                 await self._zk(self.zk.delete_topic_znodes, topic)
@@ -474,10 +482,6 @@ def _from_assignment(a: codec.TopicAssignment) -> core.Topic:
 def _to_assignment(t: core.Topic) -> codec.TopicAssignment:
     return codec.TopicAssignment({p: list(r) for p, r in t.partitions.items()}, dict(t.config),
                                  {p: list(r) for p, r in t.adding.items()}, {p: list(r) for p, r in t.removing.items()})
-
-
-def _to_znode(st: PartitionState) -> codec.PartitionState:
-    return codec.PartitionState(st.leader, st.leader_epoch, list(st.isr), st.controller_epoch)
 
 
 def _from_znode(st: codec.PartitionState, version: int) -> PartitionState:

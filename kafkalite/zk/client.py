@@ -17,7 +17,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
@@ -31,7 +31,6 @@ from kafkalite.zk.codec import (
     BrokerRegistration,
     ControllerEpoch,
     ControllerInfo,
-    PartitionState,
     ProducerIdBlock,
     Reassignment,
     TopicAssignment,
@@ -729,7 +728,7 @@ class ZkAdapter:
 
     def create_partition_states(
         self,
-        states: dict[TopicPartition, PartitionState],
+        states: Mapping[TopicPartition, codec.PartitionStateFields],
         controller_epoch_zk_version: int | None = None,
     ) -> dict[TopicPartition, OpResult]:
         """Create the state znodes of new partitions (controller's init_leaders). The
@@ -759,7 +758,7 @@ class ZkAdapter:
 
     def update_partition_states(
         self,
-        updates: dict[TopicPartition, tuple[PartitionState, int]],
+        updates: Mapping[TopicPartition, tuple[codec.PartitionStateFields, int]],
         controller_epoch_zk_version: int | None = None,
     ) -> dict[TopicPartition, OpResult]:
         """Conditional writes of (new state, expected partition epoch); per partition the
