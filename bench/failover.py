@@ -351,18 +351,15 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
         # states every 0.1 s took about a core of this 2-core machine away from the
         # controller and ZooKeeper for the whole take-over. The figure includes the
         # confirming read, so it errs on the late side.
-        pending = list(victim_led)
-        sample = pending[::SAMPLE_EVERY]
-        while pending and time.monotonic() < killed_at + DEADLINE_S:
-            watched = sample if sample else pending
-            now_states = adapter.get_partition_states(watched)
-            still = [tp for tp in watched if now_states[tp][0].leader == controller]
-            if sample:
-                sample = still
-            else:
-                pending = still
-            if still:
-                time.sleep(0.1)
+        def still_led(tps: list) -> list:
+            states_now = adapter.get_partition_states(tps)
+            return [tp for tp in tps if states_now[tp][0].leader == controller]
+
+        for pending in (victim_led[::SAMPLE_EVERY], victim_led):
+            while pending and time.monotonic() < killed_at + DEADLINE_S:
+                pending = still_led(pending)
+                if pending:
+                    time.sleep(0.1)
         if pending:
             raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
         out["elected_s"] = time.monotonic() - killed_at

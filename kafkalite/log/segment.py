@@ -342,12 +342,7 @@ class LogSegment:
     def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, tuple] | None:
         """(position, header fields) of the first batch whose last offset >= `offset`."""
         if start_position is None:
-            lasts = self._tail_lasts
-            i = bisect.bisect_left(lasts, offset)
-            if 0 < i < len(lasts):  # remembered: one header read
-                start_position = self._tail_positions[i]
-            else:
-                _, start_position = self.offset_index.lookup(offset)
+            _, start_position = self.offset_index.lookup(offset)
         position = start_position
         while True:
             fields = self.header_at(position)
