@@ -10,6 +10,19 @@ with it paused. Objects made and dropped inside such a block are freed by refere
 counting as usual; only cycles wait, and the collector, enabled again at the end, runs
 once where it would have run many times.
 
+**What a block leaves alive is frozen, not walked.** Left to the collector, the hundreds of
+thousands of objects a bulk block leaves alive (a take-over's partition states, a
+10,000-partition LeaderAndIsr's logs and replica states) are walked once as young, again
+as middle-aged, and then make up more than a quarter of the long-lived heap, which is when
+CPython runs a full collection: the whole unfrozen heap. Measured with 100,000 partitions
+over 3 brokers: every topic creation of 10,000 partitions gave each broker a full
+collection, 107 ms growing to 700 ms as the heap grew, none of them finding garbage, and
+a new controller met two of ~0.5 s in its take-over. So the last block to end, if it left
+KEPT_OBJECTS_MIN or more new objects, freezes them (`gc.freeze()` moves every tracked
+object to the permanent generation in constant time). Cycles among what it froze are
+found only by a full settle (below); objects freed by reference counting are freed as
+usual. Small blocks (a frame of 64 KiB of records makes a handful of objects) do not freeze.
+
 `gc_paused()` nests and may be entered from several threads (ZooKeeper decoding runs in
 executor threads): the collector is enabled again when the last block ends. It never
 enables a collector that someone else disabled. Only the shell uses it: the core stays
@@ -61,6 +74,10 @@ SETTLE_QUIET_S = 10.0
 SETTLE_INTERVAL_MIN_S = 30.0
 SETTLE_FULL_INTERVAL_S = 3600.0
 
+# Blocks that leave at least this many more objects alive than they found (the youngest
+# generation's count: allocations less deallocations) freeze them as they end.
+KEPT_OBJECTS_MIN = 50_000
+
 # Frames smaller than this are decoded with the collector as it is: pausing costs two
 # calls, and a small frame makes too few objects to trigger a collection anyway.
 BULK_FRAME_BYTES_MIN = 64 * 1024
@@ -84,6 +101,8 @@ def gc_paused() -> Iterator[None]:
             _bulk_ended_at = time.monotonic()
             if _depth == 0 and _paused_by_us:
                 _paused_by_us = False
+                if gc.get_count()[0] >= KEPT_OBJECTS_MIN:
+                    gc.freeze()  # what the blocks left alive is kept, not walked (see above)
                 gc.enable()
 
 

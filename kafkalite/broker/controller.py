@@ -123,7 +123,7 @@ class Controller:
                 await self._handle(ev)
             except ControllerMovedError as e:
                 log.warning("controller epoch moved under us (%s): resigning", e)
-                self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
+                self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER, deposed=True))
                 await self._resign()
             except ZkError as e:
                 log.warning("controller event %s failed on ZooKeeper: %s", name_of(ev), e)
@@ -320,9 +320,10 @@ class Controller:
         assignments = await self._zk(self.zk.get_topic_assignments, names)
         topics = {t: _from_assignment(a) for t, (a, _v) in assignments.items()}
         tps = [(t, p) for t, topic in topics.items() for p in topic.partitions]
-        loaded = await self._zk(self.zk.get_partition_states, tps, with_mzxid=True)
+        loaded = await self._zk(self.zk.get_partition_state_tuples, tps)
         with gc_paused():
-            states = {tp: _from_znode(st, version) for tp, (st, version, _mzxid) in loaded.items()}
+            states = {tp: PartitionState(leader, epoch, isr, version, controller_epoch)
+                      for tp, ((leader, epoch, isr, controller_epoch), version, _mzxid) in loaded.items()}
             return topics, states, {tp: mzxid for tp, (_st, _v, mzxid) in loaded.items()}
 
     async def _read_topic_change(self) -> core.TopicsChanged:

@@ -84,6 +84,7 @@ ALTER_ISR_LINGER_S = 0.02
 ALTER_ISR_RETRY_BACKOFF_S = 0.2
 CLIENT_LISTENER_WARN_S = 10.0
 GROUP_LAG_REFRESH_S = 5.0
+GC_PAUSE_LOGGED_S = 0.1  # collections this long are logged (a take-over of 100,000 partitions met some of 0.5 s)
 
 
 def log_config_from(cfg: BrokerConfig | Mapping[str, Any]) -> LogConfig:
@@ -250,14 +251,19 @@ class Broker:
                  self.broker_id, (time.monotonic() - t0) * 1000, host, port, ib_host, ib_port, ad_host, ad_port, self.broker_epoch)
 
     def _watch_gc(self) -> None:
-        """kafkalite_gc_pause_seconds{generation}: how long each collection held the loop."""
+        """kafkalite_gc_pause_seconds{generation}: how long each collection held the loop
+        (and the interpreter: any thread's allocation can start one). Long ones are logged."""
         started = [0.0]
 
         def on_gc(phase: str, info: dict[str, int]) -> None:
             if phase == "start":
                 started[0] = time.perf_counter()
             else:
-                self.metrics.gc_pause.labels(str(info["generation"])).observe(time.perf_counter() - started[0])
+                took = time.perf_counter() - started[0]
+                self.metrics.gc_pause.labels(str(info["generation"])).observe(took)
+                if took >= GC_PAUSE_LOGGED_S:
+                    log.info("a generation %d collection took %.0f ms (%d collected)", info["generation"], took * 1000,
+                             info["collected"])
 
         gc.callbacks.append(on_gc)
         self._gc_callback = on_gc

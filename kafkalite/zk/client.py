@@ -703,12 +703,24 @@ class ZkAdapter:
 
     # ------------------------------------------------------------------ partition states
 
-    def get_partition_states(
-        self, topic_partitions: Iterable[TopicPartition], *, with_mzxid: bool = False
-    ) -> dict[TopicPartition, tuple]:
-        """Pipelined: (state, zk version = partition epoch[, mzxid of the last write]);
-        missing ones left out. The mzxid lets a new controller tell which replicas
-        registered (restarted) after the state was written."""
+    def get_partition_states(self, topic_partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[codec.PartitionState, int]]:
+        """Pipelined: (state, zk version = partition epoch); missing ones left out."""
+        with gc_paused():
+            return {tp: (codec.decode_partition_state(data, path), stat.version)
+                    for tp, (path, data, stat) in self._read_partition_states(topic_partitions).items()}
+
+    def get_partition_state_tuples(
+        self, topic_partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[codec.PartitionStateTuple, int, int]]:
+        """What a new controller reads of every partition: (leader, leader_epoch, isr,
+        controller_epoch) as a plain tuple (it builds its own objects from them), the zk
+        version (= partition epoch) and the mzxid of the last write, which tells it which
+        replicas registered (restarted) after the state was written."""
+        with gc_paused():
+            return {tp: (codec.decode_partition_state_tuple(data, path), stat.version, stat.mzxid)
+                    for tp, (path, data, stat) in self._read_partition_states(topic_partitions).items()}
+
+    def _read_partition_states(self, topic_partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[str, bytes, ZnodeStat]]:
         by_path: dict[str, TopicPartition] = {}
         prefixes: dict[str, str] = {}  # each topic's name checked once, not once per partition
         for t, p in topic_partitions:
@@ -717,14 +729,7 @@ class ZkAdapter:
                 prefix = prefixes[t] = paths.partitions_path(t) + "/"
             assert type(p) is int and p >= 0
             by_path[f"{prefix}{p}/state"] = (t, p)
-        states = {}
-        replies = self.get_many(by_path)
-        with gc_paused():
-            for path, reply in replies.items():
-                if reply is not None:
-                    state = codec.decode_partition_state(reply[0], path)
-                    states[by_path[path]] = (state, reply[1].version, reply[1].mzxid) if with_mzxid else (state, reply[1].version)
-        return states
+        return {by_path[path]: (path, reply[0], reply[1]) for path, reply in self.get_many(by_path).items() if reply is not None}
 
     def create_partition_states(
         self,

@@ -138,6 +138,13 @@ def test_creating_10000_partition_states_takes_a_few_multis_and_keeps_existing_p
     loaded = adapter.get_partition_states(list(states) + list(more))
     assert len(loaded) == 10_003
     assert loaded[("big", 4)] == (_state(2), 0)
+    # What a new controller reads: the same states as plain tuples, with each write's mzxid.
+    adapter.conditional_set(paths.partition_state_path("big", 7), codec.encode_partition_state(_state(3)), 0)
+    tuples = adapter.get_partition_state_tuples(list(states) + [("big", 10_009)])
+    assert len(tuples) == 10_000
+    assert tuples[("big", 4)][:2] == ((2, _state(2).leader_epoch, tuple(_state(2).isr), _state(2).controller_epoch), 0)
+    assert tuples[("big", 7)][0][0] == 3 and tuples[("big", 7)][1] == 1
+    assert tuples[("big", 7)][2] > tuples[("big", 4)][2]  # written later
 
 
 def test_register_broker_returns_czxid_epoch_and_refuses_a_duplicate_id(adapter, zk_client_factory):

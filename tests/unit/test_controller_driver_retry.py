@@ -42,7 +42,7 @@ class FlakyZk:
     def get_topic_assignments(self, names):
         return {}
 
-    def get_partition_states(self, tps, with_mzxid=False):
+    def get_partition_state_tuples(self, tps):
         return {}
 
     def get_topics_marked_for_deletion(self):

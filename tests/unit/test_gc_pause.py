@@ -122,3 +122,28 @@ def test_a_settle_walks_only_what_is_new_and_a_full_one_finds_frozen_cycles_agai
         assert alive() is None
     finally:
         gc.unfreeze()
+
+
+def test_a_block_that_leaves_many_objects_alive_freezes_them_and_a_small_one_does_not():
+    """Issue 13: what a bulk block leaves alive (a take-over's 100,000 partition states) is
+    frozen when the last block ends, so no later collection walks it and it never makes a
+    quarter of the long-lived heap (CPython's trigger for a full collection). A block that
+    leaves few objects (a large frame of records) leaves them to the collector."""
+    from kafkalite import gc_pause
+
+    gc.collect()
+    gc.unfreeze()
+    try:
+        with gc_paused():
+            few = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == 0
+        with gc_paused():
+            many = [[i] for i in range(gc_pause.KEPT_OBJECTS_MIN)]
+            with gc_paused():
+                pass
+            assert gc.get_freeze_count() == 0  # not before the outermost block ends
+        assert gc.get_freeze_count() >= len(many) + len(few)
+        assert gc.get_count()[0] < 1000  # nothing young left to walk
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -248,3 +248,59 @@ def test_partition_state_bytes_are_compact_json_from_either_state_type(leader, l
                               separators=(",", ":")).encode()
     assert codec.decode_partition_state(data, "/brokers/topics/t/partitions/0/state") == state
     assert codec.encode_partition_state(CoreState(leader, leader_epoch, tuple(isr), 3, controller_epoch)) == data
+
+
+_state_value = st.one_of(st.integers(-2, 3), st.integers(-2, 3), st.integers(0, 2**31), st.just("1"))
+
+
+@given(st.fixed_dictionaries({"leader": _state_value, "leader_epoch": _state_value, "controller_epoch": _state_value,
+                              "isr": st.lists(_state_value, max_size=4)}),
+       st.sampled_from(["own", "own", "own", "kafka", "spaced", "missing epoch", "trailing"]))
+def test_the_take_over_state_decoder_agrees_with_the_general_one(fields, layout):
+    """decode_partition_state_tuple matches exactly the bytes the controller writes and
+    hands everything else to decode_partition_state: for any input both give the same
+    state, or both refuse it (negative values, duplicate ISR members, strings, Kafka's
+    layout with "version", other spacing, trailing bytes)."""
+    order = ("leader", "leader_epoch", "isr", "controller_epoch")  # the controller's own
+    fields = {k: fields[k] for k in order}
+    if layout == "kafka":
+        fields = {"controller_epoch": fields["controller_epoch"], "version": 1, **fields}
+    elif layout == "missing epoch":
+        del fields["leader_epoch"]
+    data = json.dumps(fields, separators=(", ", ": ") if layout == "spaced" else (",", ":")).encode()
+    _same_verdict(data + (b"0" if layout == "trailing" else b""))
+
+
+@pytest.mark.parametrize("data", [
+    b'{"leader":01,"leader_epoch":2,"isr":[1],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":2,"isr":[01],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":02,"isr":[1],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":2,"isr":[1],"controller_epoch":00}',
+    b'{"leader":1,"leader_epoch":2,"isr":[1,],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":-0,"isr":[1],"controller_epoch":4}',
+    b'{"leader":-2,"leader_epoch":2,"isr":[1],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":2,"isr":[2,1,2],"controller_epoch":4}',
+    b'{"leader":1,"leader_epoch":2,"isr":[],"controller_epoch":4}\n',
+    b'{"leader":1,"leader_epoch":2,"isr":[\xd9\xa1],"controller_epoch":4}',
+])
+def test_the_take_over_state_decoder_refuses_or_agrees_on_near_misses(data):
+    _same_verdict(data)
+
+
+def _same_verdict(data: bytes) -> None:
+    path = "/brokers/topics/t/partitions/0/state"
+    try:
+        general = codec.decode_partition_state(data, path)
+    except ZnodeDecodeError:
+        with pytest.raises(ZnodeDecodeError):
+            codec.decode_partition_state_tuple(data, path)
+        return
+    assert codec.decode_partition_state_tuple(data, path) == (general.leader, general.leader_epoch, tuple(general.isr),
+                                                              general.controller_epoch)
+
+
+@given(st.integers(-1, 2**31 - 1), st.integers(0, 2**31 - 1), st.lists(st.integers(0, 2**31 - 1), max_size=6, unique=True), st.integers(0, 2**31 - 1))
+def test_the_take_over_state_decoder_reads_what_the_controller_writes(leader, leader_epoch, isr, controller_epoch):
+    data = codec.encode_partition_state(PartitionState(leader, leader_epoch, isr, controller_epoch))
+    assert codec._OWN_STATE.match(data)  # the fast path, not the fallback
+    assert codec.decode_partition_state_tuple(data, "p") == (leader, leader_epoch, tuple(isr), controller_epoch)

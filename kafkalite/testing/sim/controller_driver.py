@@ -351,7 +351,7 @@ class SimControllerDriver:
                 self._aborted(self._running)
                 return
             except _ControllerMoved:
-                self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER))
+                self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER, deposed=True))
                 self.resign("controller epoch moved")
                 return
             ready = self.core.resume(outcome, self.sim.sched.now_ms)

@@ -187,6 +187,47 @@ def test_a_registration_known_gone_at_failover_is_failed_from_the_start_and_told
     assert ctrl.gone == {}
 
 
+def test_a_take_over_elects_before_it_tells_anyone_and_tells_each_broker_once():
+    """Issue 13: the new controller writes the elections for the dead broker's partitions
+    before it sends anything, so the brokers are not decoding a full UpdateMetadata and a
+    LeaderAndIsr of all their partitions while it writes, and its `init` requests already
+    carry the new leaders: one LeaderAndIsr and one UpdateMetadata per broker."""
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    ctrl = core.Controller(2)
+    ready = ctrl.handle(core.Activated(2, brokers(1, 2, 3), {"t": TOPIC}, dict(zk.nodes), {}, gone={1: 10}), 0)
+    assert isinstance(ready.io, core.WriteStates) and ready.sends == []
+    run = Run()
+    while ready.io is not None:
+        ready = ctrl.resume(zk.perform(ready.io), 0)
+        run.sends += ready.sends
+    for b in (2, 3):
+        (lai,) = run.to(b, LeaderAndIsr)
+        (um,) = run.to(b, UpdateMetadata)
+        assert lai.init and um.full
+        assert {p.topic_partition: (p.leader, p.leader_epoch) for p in lai.partitions} == {T0: (2, 1), T1: (2, 1)}
+        assert {(m.topic, m.partition): m.leader for m in um.partitions} == {T0: 2, T1: 2}
+
+
+def test_a_take_over_aborted_on_zookeeper_before_telling_anyone_tells_them_what_it_holds():
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    ctrl = core.Controller(2)
+    assert isinstance(ctrl.handle(core.Activated(2, brokers(1, 2, 3), {"t": TOPIC}, dict(zk.nodes), {}, gone={1: 10}), 0).io,
+                      core.WriteStates)
+    ready = ctrl.abort(ErrorCode.NOT_CONTROLLER)  # the election's write failed: connection loss
+    assert not ctrl.busy and ctrl.active
+    for b in (2, 3):
+        (lai,) = [s.request for s in ready.sends if s.broker_id == b and isinstance(s.request, LeaderAndIsr)]
+        assert lai.init and {p.topic_partition: p.leader for p in lai.partitions} == {T0: 1, T1: 2}
+    assert ctrl.abort(ErrorCode.NOT_CONTROLLER).sends == []  # told once
+    # Fenced by a newer controller: this one tells nobody anything.
+    ctrl2 = core.Controller(2)
+    ctrl2.handle(core.Activated(2, brokers(1, 2, 3), {"t": TOPIC}, dict(zk.nodes), {}, gone={1: 10}), 0)
+    assert ctrl2.abort(ErrorCode.NOT_CONTROLLER, deposed=True).sends == []
+    assert ctrl2.resign().sends == []
+
+
 def test_a_restarted_broker_registering_while_its_old_registration_is_gone_is_a_start():
     zk = Znodes()
     ctrl, _ = active(zk)
