@@ -68,6 +68,7 @@ def topic_name_error(name: Any) -> str | None:
 
 WATCH_SETTLE_WAIT_S = 0.1  # a peer watch's verdict after its connection ended (a reconnect on loopback)
 GONE_LEADER_WAIT_S = 0.5  # the controller's update after a leader's process is found gone
+DEPARTED_LISTED_S = 5.0  # a departed broker stays in Metadata's broker list (MetadataCache.listed_brokers)
 
 
 class KafkaApis:
@@ -144,7 +145,7 @@ class KafkaApis:
             topics.append({"error_code": 0, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": plist})
         listener = current_listener.get()
         brokers = [{"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack}
-                   for b in sorted(cache.brokers.values(), key=lambda b: b.id) for address in [b.address_for(listener)]]
+                   for b in cache.listed_brokers(DEPARTED_LISTED_S) for address in [b.address_for(listener)]]
         # A controller known gone is not named (-1: unknown) while the new one's update is
         # on its way: librdkafka keeps waiting for a named controller's connection to come
         # back, and asks again only when it has none.

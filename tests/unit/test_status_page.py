@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from html.parser import HTMLParser
 
 import pytest
@@ -157,6 +158,28 @@ def test_metadata_cache_remembers_departed_brokers():
     assert cache.departed[2].rack == "r2"
     cache.apply_update(update([1, 2, 3]))
     assert cache.departed == {}
+
+
+def test_metadata_lists_a_departed_broker_for_a_grace_period_but_never_as_a_leader():
+    """Issue 13: a Metadata answer that moves a partition away from a dead broker and also
+    drops that broker sends librdkafka's partition back to "no leader" for a second."""
+    cache = MetadataCache()
+
+    def update(ids, leader):
+        return {"controller_id": 1, "controller_epoch": 1, "full": True, "deleted_topics": [],
+                "partitions": {"t": {0: [leader, 1, ids, [1, 2, 3], []]}},
+                "brokers": [{"id": i, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": None, "epoch": 5}
+                            for i in ids]}
+
+    cache.apply_update(update([1, 2, 3], 2))
+    assert cache.mark_gone(2, 5)  # this broker's own watch found it gone
+    t = time.monotonic()
+    assert [b.id for b in cache.listed_brokers(5.0, t)] == [1, 2, 3] and not cache.alive(2)
+    cache.apply_update(update([1, 3], 3))  # the controller's update: a new leader
+    assert [b.id for b in cache.listed_brokers(5.0, t + 4.9)] == [1, 2, 3]
+    assert [b.id for b in cache.listed_brokers(5.0, t + 5.1)] == [1, 3]
+    cache.apply_update(update([1, 2, 3], 3))  # restarted
+    assert cache.departed_at == {} and [b.id for b in cache.listed_brokers(5.0, t + 5.1)] == [1, 2, 3]
 
 
 def test_internal_topics_start_folded_unless_unhealthy():
