@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     group_problems: list[str] = []
     if group is not None:
         acked_max: dict[int, int] = {}
-        for a in list(producer.acked.values()):
+        for a in list(producer.acked.values()):  # (an offset may be NO_OFFSET, -1: see testing/history.py)
             acked_max[a.partition] = max(acked_max.get(a.partition, -1), a.offset)
         deadline = time.monotonic() + 120
         while not group.caught_up(acked_max) and time.monotonic() < deadline:

@@ -4,7 +4,10 @@
 Producers and consumers record what they did as it happens, with monotonic times:
 
 - `invoke`: a producer hands a value to its client;
-- `ok`: the value was acknowledged at (partition, offset);
+- `ok`: the value was acknowledged at (partition, offset). The offset may be NO_OFFSET:
+  librdkafka's idempotent producer acknowledges a message whose request's answer was lost
+  once a later one of the same producer succeeds (it must have been written), without an
+  offset (confluent-kafka's `msg.offset()` is None);
 - `fail`: the client gave up on it. With Kafka that is indeterminate: the record may still
   be in the log (written, then the answer lost), so a failed value may appear, once;
 - `read`: a consumer got the value at (partition, offset).
@@ -12,7 +15,8 @@ Producers and consumers record what they did as it happens, with monotonic times
 After the run the log itself is read from its start to the high watermark (`FinalLog`), and
 `check` holds the history against it:
 
-1. *lost*: every acknowledged value is in the final log at the offset it was acknowledged at;
+1. *lost*: every acknowledged value is in the final log at the offset it was acknowledged at
+   (acknowledged without an offset: in the partition it was acknowledged in);
 2. *duplicate*: with the idempotent producer no value is in the final log twice;
 3. *offsets*: offsets in the final log are contiguous, and no (partition, offset) was ever
    acknowledged or read with two different values;
@@ -241,8 +245,8 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
             if e.value in answered:
                 violate("malformed", f"{e.value!r} answered twice ({answered[e.value].kind}, then {e.kind})", e, e.value)
             answered.setdefault(e.value, e)
-            if e.kind == "ok" and (e.partition < 0 or e.offset < 0):
-                violate("malformed", f"ok of {e.value!r} without a partition and offset", e, e.value)
+            if e.kind == "ok" and e.partition < 0:
+                violate("malformed", f"ok of {e.value!r} without a partition", e, e.value)
 
     # Where each value is in the final log; 3 (contiguous) and 2 (duplicates) on the way.
     in_log: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
@@ -269,7 +273,14 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
     acked_at: dict[tuple[int, int], Event] = {}
     lost = 0
     for e in history:
-        if e.kind != "ok" or e.offset < 0:
+        if e.kind != "ok" or e.partition < 0:
+            continue
+        if e.offset < 0:  # acknowledged without an offset: somewhere in its partition
+            if not any(p == e.partition for p, _o in in_log.get(e.value, ())):
+                lost += 1
+                where = ", ".join(f"{p}:{o}" for p, o in in_log.get(e.value, ())) or "nowhere"
+                violate("lost", f"acknowledged {e.value!r} in partition {e.partition} (no offset reported) is in the final "
+                        f"log {where}", e, e.value)
             continue
         other = acked_at.get((e.partition, e.offset))
         if other is not None and other.value != e.value:
@@ -320,7 +331,8 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
                     f"and at {e.partition}:{e.offset} by {e.process}", e, e.value, e.partition, e.offset)
         read_place.setdefault(e.value, e)
         acked = answered.get(e.value)
-        if acked is not None and acked.kind == "ok" and (acked.partition, acked.offset) != (e.partition, e.offset):
+        if (acked is not None and acked.kind == "ok"
+                and (acked.partition, acked.offset if acked.offset >= 0 else e.offset) != (e.partition, e.offset)):
             violate("offsets", f"{e.value!r} acknowledged at {acked.partition}:{acked.offset} but read at "
                     f"{e.partition}:{e.offset}", e, e.value, e.partition, e.offset)
 

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.testing.history import Event, FinalLog, History, check, final_log_from
+from kafkalite.testing.history import NO_OFFSET, Event, FinalLog, History, check, final_log_from
 
 
 def _clock():
@@ -126,6 +126,29 @@ def test_consumers_disagreeing_on_an_offset_or_on_a_values_place_break_the_order
     assert "order" in rules(verdict)
     assert any("b'v-1' read at 0:1 by consumer-0" in v.message for v in verdict.violations)
     assert any("0:2: consumer-0 read b'v-2'" in v.message for v in verdict.violations)
+
+
+def test_an_acknowledgement_without_an_offset_needs_the_value_in_its_partition_only():
+    """librdkafka's idempotent producer acknowledges a message whose own answer was lost,
+    once a later request of the same producer succeeds, without an offset (a 10-minute
+    bin/chaos run met one and called it MOVED, then crashed on the None)."""
+    h, final = clean(partitions=2, per_partition=3)
+    log = {p: list(rs) for p, rs in final.partitions.items()}
+    for v, p in ((b"v-late", 1), (b"v-gone", 1), (b"v-wrong", 0)):
+        h.invoke("producer-1", v)
+        h.ok("producer-1", v, p, NO_OFFSET)
+    log[1].append((3, b"v-late"))  # written at an offset nobody reported: fine
+    log[1].append((4, b"v-wrong"))  # in another partition than acknowledged: lost
+    for c in range(2):  # the consumers read what is there
+        for o, v in log[1][3:]:
+            h.read(f"consumer-{c}", v, 1, o)
+    verdict = check(h.events(), FinalLog(log))
+    assert rules(verdict) == {"lost", "offsets"}, verdict.report()  # v-wrong was also read elsewhere
+    assert verdict.counts["lost"] == 2
+    assert not any("v-late" in v.message for v in verdict.violations)
+    assert any("b'v-gone' in partition 1 (no offset reported) is in the final log nowhere" in v.message
+               for v in verdict.violations)
+    assert any("(no offset reported) is in the final log 1:4" in v.message for v in verdict.violations)
 
 
 def test_phantoms_and_a_malformed_history_are_reported():
