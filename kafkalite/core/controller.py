@@ -467,7 +467,7 @@ class Controller:
         take-over aborted before it told the brokers anything tells them now what it holds
         (unless `deposed`: another controller's epoch fenced the write)."""
         self._running = None
-        if self._owes_init and self.active and not deposed:
+        if self._owes_init and not deposed:  # (owed only while active: _activate to resign)
             self._tell_everyone()
         self._owes_init = False
         if self._reply is not None:

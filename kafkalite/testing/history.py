@@ -332,7 +332,7 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
         read_place.setdefault(e.value, e)
         acked = answered.get(e.value)
         if (acked is not None and acked.kind == "ok"
-                and (acked.partition, acked.offset if acked.offset >= 0 else e.offset) != (e.partition, e.offset)):
+                and (acked.partition != e.partition or 0 <= acked.offset != e.offset)):
             violate("offsets", f"{e.value!r} acknowledged at {acked.partition}:{acked.offset} but read at "
                     f"{e.partition}:{e.offset}", e, e.value, e.partition, e.offset)
 

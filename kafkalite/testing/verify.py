@@ -88,8 +88,7 @@ class VerifyingProducer(threading.Thread):
         history, process = self.history, self.process
 
         def on_delivery(err, msg) -> None:
-            offset = msg.offset() if err is None else None
-            offset = NO_OFFSET if offset is None else offset
+            offset = NO_OFFSET if msg.offset() is None else msg.offset()  # None: see history.py, `ok`
             if history is not None:
                 if err is None:
                     history.ok(process, msg.value(), msg.partition(), offset)

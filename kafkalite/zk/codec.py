@@ -384,9 +384,10 @@ _decode_json = json.JSONDecoder().decode
 # wrote: one match, about a quarter of the time json and the checks below take (a new
 # controller decodes 100,000 of these in its take-over). Anything else, Kafka's own layout
 # (with "version") included, goes the general way.
-_INT = rb"(0|[1-9][0-9]*)"
-_OWN_STATE = re.compile(rb'\{"leader":(-1|0|[1-9][0-9]*),"leader_epoch":' + _INT + rb',"isr":\[((?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*)?\],'
-                        rb'"controller_epoch":' + _INT + rb"\}\Z")
+_NUM = rb"(?:0|[1-9][0-9]*)"  # a JSON non-negative integer (no leading zeros)
+_OWN_STATE = re.compile(rb'\{"leader":(-1|' + _NUM + rb'),"leader_epoch":(' + _NUM + rb'),'
+                        rb'"isr":\[(' + _NUM + rb"(?:," + _NUM + rb")*)?\],"
+                        rb'"controller_epoch":(' + _NUM + rb")\}\Z")
 
 PartitionStateTuple = tuple[int, int, tuple[int, ...], int]  # leader, leader_epoch, isr, controller_epoch
 
