@@ -112,8 +112,9 @@ class Log:
     @classmethod
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
              clean_shutdown: bool = False, now_ms: int | None = None) -> Log:
-        """Load (and, after an unclean stop, recover) the log in `dir_path`, creating an
-        empty log if the directory has no segments. Unknown files are left alone."""
+        """Load (and, after an unclean stop, recover) the log in `dir_path`: an empty log if
+        the directory has no segments, one that makes its directory at its first append if
+        there is no directory. Unknown files are left alone."""
         # The I/O layer may read the clock; a new segment's age counts from now, not 1970.
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dir_path = os.path.abspath(dir_path)
@@ -121,17 +122,12 @@ class Log:
         if parsed is None:
             raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
         epoch_path = os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT)
+        # A new partition (the common case when a topic is created) gets a `pending` segment:
+        # its directory is made at its first append (LogSegment.materialize).
+        new_dir = not os.path.isdir(dir_path)
         try:
-            try:
-                os.mkdir(dir_path)
-                new_dir = True  # a new partition (the common case when a topic is created)
-            except FileExistsError:
-                new_dir = False
-            except FileNotFoundError:
-                os.makedirs(dir_path, exist_ok=True)
-                new_dir = True
             # Finish or undo a cleaner's swap a crash interrupted; segments it swapped in
-            # get their indexes rebuilt. A directory just made holds nothing to look at.
+            # get their indexes rebuilt.
             swapped_in = set() if new_dir else segment_swap.recover(dir_path)
             names = [] if new_dir else os.listdir(dir_path)
         except OSError as e:
@@ -144,8 +140,10 @@ class Log:
                 segments.append(LogSegment.open_existing(dir_path, base, config))
             segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown, swapped_in)
             created = not segments
-            if created:
-                segments.append(LogSegment.create(dir_path, 0, config, now_ms, new_dir=new_dir))
+            if new_dir:
+                segments.append(LogSegment.pending(dir_path, 0, config, now_ms))
+            elif created:
+                segments.append(LogSegment.create(dir_path, 0, config, now_ms))
         except OSError as e:
             for s in segments:
                 s.close()
@@ -198,6 +196,15 @@ class Log:
     def _check_invariants(self) -> None:
         assert 0 <= self.log_start_offset <= self._leo
         assert self.recovery_point <= self._leo
+        # Only a new, empty log at offset 0 waits for its files: one that starts later must
+        # be found at that offset after a restart (LogSegment.pending).
+        assert self.on_disk or (len(self._segments) == 1 and self._leo == 0)
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the partition's directory exists: False for a new partition until its
+        first append (LogSegment.pending)."""
+        return not self._segments[0].awaiting_files
         assert self._bases == sorted(self._bases)
         # DeleteRecords moves the log start inside a segment; a segment wholly below it
         # is deleted at once, so only the first segment may hold offsets below it.
@@ -540,7 +547,12 @@ class Log:
         self._truncations += 1
         for segment in self._segments:
             segment.delete_files()
-        first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
+        if self.on_disk:
+            first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
+        else:
+            first = LogSegment.pending(self.dir, offset, self.config, self._last_flush_ms)
+            if offset > 0:
+                first.materialize()  # a restart must find the log at `offset`, not at 0
         self._segments = [first]
         self._bases = [offset]
         self._leo = self.log_start_offset = self.recovery_point = self.first_dirty_offset = offset
@@ -685,6 +697,10 @@ class Log:
         rolling, truncating or closing; `complete_flush` then advances the recovery point
         to the LEO seen here."""
         job = FlushJob(dir=self.dir, leo=self._leo, now_ms=now_ms, truncations=self._truncations)
+        if not self.on_disk:
+            # Nothing to make durable. The directory's entries (and an epoch the cache
+            # holds) are flushed after the first append has made them.
+            return job
         cache = self.leader_epoch_cache
         if cache.dirty and cache.path is not None:
             # Before the recovery point passes a new epoch's batches (see LeaderEpochCache).
@@ -734,14 +750,16 @@ class Log:
         self.complete_flush(job)
 
     def close(self) -> None:
-        self.leader_epoch_cache.persist()
+        if self.on_disk:  # an empty log's epochs are dropped when it is opened again anyway
+            self.leader_epoch_cache.persist()
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         self.close()
-        shutil.rmtree(self.dir, ignore_errors=False)
+        if self.on_disk:
+            shutil.rmtree(self.dir, ignore_errors=False)
 
 
 class FlushJob:

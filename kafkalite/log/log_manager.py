@@ -169,7 +169,8 @@ class LogManager:
         log_dir = min(online, key=lambda d: (self._count[d], self.log_dirs.index(d)))
         path = os.path.join(log_dir, f"{topic}-{partition}")
         created = Log.open(path, config or self.config_for(topic), clean_shutdown=True, now_ms=now_ms)
-        # No fsync of the log dir here (10,000 of them made creating a topic take seconds).
+        # The new log makes its directory at its first append (Log.on_disk), and no fsync of
+        # the log dir happens here (10,000 of them made creating a topic take seconds).
         # Until the new directory's entry is durable, a crash may lose it, which is safe: it
         # then holds nothing durable either, because the first flush of its data runs
         # sync_new_dirs (or the log's own flush job fsyncs the log dir first, see
@@ -199,11 +200,16 @@ class LogManager:
         """Event-loop thread: the partitions whose directory entry is not yet durable, by
         log dir (a snapshot; partitions created after it wait for the next sync)."""
         pending: dict[str, list[TopicPartition]] = {}
+        waiting: set[TopicPartition] = set()
         for key in self._unsynced:
             log_dir = self._dir_of.get(key)
-            if log_dir is not None:
-                pending.setdefault(log_dir, []).append(key)
-        self._unsynced.clear()
+            if log_dir is None:
+                continue
+            if not self._logs[key].on_disk:
+                waiting.add(key)  # no directory yet (Log.on_disk): synced once its first append made it
+                continue
+            pending.setdefault(log_dir, []).append(key)
+        self._unsynced = waiting
         return pending
 
     def mark_dirs_synced(self, synced: Mapping[str, list[TopicPartition]]) -> None:
@@ -230,6 +236,8 @@ class LogManager:
         self._count[log_dir] -= 1
         self._unsynced.discard(key)
         removed.close()
+        if not removed.on_disk:
+            return True  # never written: nothing on disk
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         os.rename(removed.dir, doomed)
         checkpoint.fsync_dir(log_dir)

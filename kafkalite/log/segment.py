@@ -105,6 +105,9 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         self.rolling_timestamp_ms: int | None = None  # what log.roll.ms counts from
         self.unflushed = False
+        # A new partition's segment (`pending`): neither its `.log` file nor its directory
+        # exists until the first descriptor is asked for (the first append).
+        self.awaiting_files = False
         # Where the newest batches are (last offset, position, base offset), oldest first:
         # consecutive batches that end at the end of the file. A fetch near the log end (a
         # follower, a consumer keeping up) finds its batch here instead of reading every
@@ -118,24 +121,52 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = "",
-               *, new_dir: bool = False) -> LogSegment:
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = "") -> LogSegment:
         """A new empty segment. Stale files of the same name (left by our own truncation)
-        are emptied: a new segment is only ever created at or above the log end offset.
-        `new_dir`: the directory was just created empty, so there are no stale index files
-        to empty (indexes are created on their first entry) and the empty `.log` file has
-        nothing to flush (the directory's first flush makes its entry durable, see
-        Log.dir_unsynced; if a crash loses it, opening the log creates it again)."""
+        are emptied: a new segment is only ever created at or above the log end offset."""
         path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         segment = cls(dir_path, base_offset, config, 0, file_suffix)
         cls.files.add(segment, fd)
-        if not new_dir:
-            segment.offset_index.reset()
-            segment.time_index.reset()
+        segment.offset_index.reset()
+        segment.time_index.reset()
         segment.rolling_timestamp_ms = now_ms
-        segment.unflushed = not new_dir
+        segment.unflushed = True
         return segment
+
+    @classmethod
+    def pending(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """The first segment of a partition whose directory does not exist: nothing is made
+        on disk until the segment's descriptor is first asked for (`materialize`), so
+        creating a topic of 10,000 partitions makes no directory and no file, and an idle
+        partition never does (issue 13: the mkdir and O_CREAT of each new partition were
+        more than half of a broker's LeaderAndIsr for a new topic)."""
+        segment = cls(dir_path, base_offset, config, 0)
+        segment.awaiting_files = True
+        segment.rolling_timestamp_ms = now_ms
+        return segment
+
+    def materialize(self) -> None:
+        """Make a `pending` segment's directory and empty `.log` file. The new entries are
+        made durable by the log's first flush (Log.dir_unsynced, parent_dir_unsynced), not
+        here: until then the partition holds nothing durable, and a crash that loses the
+        directory loses an empty log, which the next LeaderAndIsr makes again. Indexes are
+        created on their first entry, so a directory made here has none to empty."""
+        assert self.awaiting_files and self._fd < 0
+        try:
+            os.mkdir(self.dir)
+            stale = False
+        except FileExistsError:
+            stale = True  # made meanwhile by someone else: empty what it holds under our names
+        except FileNotFoundError:
+            os.makedirs(self.dir, exist_ok=True)  # the log dir itself is gone: make it again
+            stale = False
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.files.add(self, fd)
+        self.awaiting_files = False
+        if stale:
+            self.offset_index.reset()
+            self.time_index.reset()
 
     @classmethod
     def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -194,13 +225,16 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        """The open descriptor, reopened if the LRU closed it: use it on this thread, now."""
+        """The open descriptor, reopened if the LRU closed it (made, if `pending`): use it
+        on this thread, now."""
         assert not self._closed
+        if self.awaiting_files:
+            self.materialize()
         return self.files.fd(self)
 
     def dup_fd(self) -> int:
         """A private descriptor of the `.log` file (for a flush in another thread)."""
-        assert not self._closed
+        assert not self._closed and not self.awaiting_files
         return self.files.dup(self)
 
     def flush(self) -> None:
@@ -216,6 +250,8 @@ class LogSegment:
         self.unflushed = False
 
     def mtime_ms(self) -> int:
+        if self.awaiting_files:
+            return self.rolling_timestamp_ms  # when its file would have been made
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     @property

@@ -84,9 +84,15 @@ def test_controller_killed_new_controller_elected_and_sends_init(cluster):
 def test_topic_create_delete_end_to_end(cluster):
     boot = cluster.status()["bootstrap"]
     create_topic(boot, "doomed", 2, 3)
-    produce(boot, "doomed", [b"x"] * 20)
-    dirs = [os.path.join(d, f"doomed-{p}") for b in cluster.status()["brokers"] for d in b["log_dirs"] for p in range(2)]
-    assert all(os.path.isdir(d) for d in dirs)
+    brokers = cluster.status()["brokers"]
+    wait_until(lambda: all({"doomed-0", "doomed-1"} <= set(broker_state(b["admin_port"])["partitions"]) for b in brokers), 30,
+               "every broker to hold both partitions")
+    log_dirs = [d for b in brokers for d in b["log_dirs"]]
+    # A partition's directory is made by its first write (kafkalite.log.segment.LogSegment.pending).
+    assert not [name for d in log_dirs for name in os.listdir(d) if name.startswith("doomed-")]
+    written = {p for p, _, _ in produce(boot, "doomed", [b"x"] * 20)}
+    dirs = [os.path.join(d, f"doomed-{p}") for d in log_dirs for p in sorted(written)]
+    wait_until(lambda: all(os.path.isdir(d) for d in dirs), 30, "every replica of a written partition to have its directory")
     admin = AdminClient({"bootstrap.servers": boot})
     for f in admin.delete_topics(["doomed"], operation_timeout=30).values():
         f.result(timeout=30)

@@ -27,6 +27,7 @@ def test_an_offline_dir_is_forgotten_skipped_and_recovered_at_the_next_start(tmp
     assert gone == in_b and logs.offline_dirs == {os.path.abspath(b)} and logs.online_dirs == [os.path.abspath(a)]
     assert all(logs.get(*tp) is None for tp in gone)
     created = logs.get_or_create("t", 9)  # only in the online dir
+    created.append_as_leader(encode_batch([(None, b"v9", ())]), 0, 0)
     assert logs.dir_of("t", 9) == os.path.abspath(a) and created is logs.get("t", 9)
     logs.write_hw_checkpoint({tp: 1 for tp in logs.logs()})
     assert not os.path.exists(os.path.join(b, "replication-offset-checkpoint"))

@@ -176,7 +176,7 @@ def test_unknown_files_and_dirs_are_left_alone(tmp_path):
 def test_topic_names_with_dashes_split_on_last_dash(tmp_path):
     manager = LogManager([str(tmp_path / "d")], CONFIG)
     manager.open_all()
-    manager.get_or_create("a-b-c", 12)
+    manager.get_or_create("a-b-c", 12).append_as_leader(encode_batch([(None, b"v", ())]), 0, 0)
     manager.close()
     manager = LogManager([str(tmp_path / "d")], CONFIG)
     manager.open_all()

@@ -113,6 +113,7 @@ def test_log_start_survives_a_restart_through_its_checkpoint(tmp_path):
     for i in range(40):
         log.append_as_leader(encode_batch([(None, b"x" * 20, ())] * RECORDS_PER_BATCH, base_timestamp=i), 0, i)
     other = manager.get_or_create("u", 0, now_ms=0)
+    other.append_as_leader(encode_batch([(None, b"u", ())]), 0, 0)
     target = log.segments[2].base_offset + 3
     log.maybe_increment_log_start_offset(target)
     assert manager.log_start_offsets() == {("t", 0): target}  # a log starting at its first segment needs no entry
@@ -208,7 +209,9 @@ def test_random_deletes_appends_retention_truncations_and_restarts_against_a_mod
                 manager.close()
                 manager = LogManager([tmp], CONFIG)
                 manager.open_all(now_ms=now_ms)
-                log = manager.get("p", 0)
+                # A log never appended to has no directory to reopen: the broker makes it
+                # again from the next LeaderAndIsr.
+                log = manager.get("p", 0) or manager.get_or_create("p", 0, now_ms=now_ms)
             else:
                 epoch += 1
             assert (log.log_start_offset, log.log_end_offset) == (start, leo)

@@ -121,7 +121,7 @@ def test_creating_partitions_does_not_fsync_the_log_dir_per_partition(tmp_path, 
     manager.open_all(now_ms=0)
     synced.clear()
     for p in range(50):
-        manager.get_or_create("t", p, now_ms=0)
+        manager.get_or_create("t", p, now_ms=0).append_as_leader(encode_batch([(None, b"v", ())]), 0, 0)
     assert synced == []
     assert manager.sync_new_dirs() == 1  # one fsync covers all 50 directory entries
     assert synced == [os.path.abspath(log_dir)]
@@ -150,6 +150,7 @@ def test_first_flush_of_a_new_log_makes_its_directory_entries_durable_first(tmp_
 def test_partitions_are_spread_over_log_dirs_by_count(tmp_path):
     dirs = [str(tmp_path / d) for d in "abc"]
     manager = LogManager(dirs, CONFIG)
+    manager.open_all(now_ms=0)
     for p in range(30):
         manager.get_or_create("t", p, now_ms=0)
     counts = {d: sum(1 for p in range(30) if manager.dir_of("t", p) == os.path.abspath(d)) for d in dirs}
