@@ -15,7 +15,7 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from kafkalite.log import checkpoint, records, segment_swap
@@ -100,6 +100,7 @@ class Log:
         # that vanishes in a crash lost nothing.
         self.dir_unsynced = False
         self.parent_dir_unsynced = False
+        self.on_dir_made: Callable[[], None] | None = None  # see Log.new
         self._truncations = 0  # lets an in-flight flush job see that a truncation happened
         self._rolled_since_flush = False
         # The log cleaner's progress (Kafka's cleaner checkpoint): offsets below it were
@@ -113,8 +114,8 @@ class Log:
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
              clean_shutdown: bool = False, now_ms: int | None = None) -> Log:
         """Load (and, after an unclean stop, recover) the log in `dir_path`: an empty log if
-        the directory has no segments, one that makes its directory at its first append if
-        there is no directory. Unknown files are left alone."""
+        the directory has no segments, `new` if there is no directory. Unknown files are
+        left alone."""
         # The I/O layer may read the clock; a new segment's age counts from now, not 1970.
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dir_path = os.path.abspath(dir_path)
@@ -122,27 +123,24 @@ class Log:
         if parsed is None:
             raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
         epoch_path = os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT)
-        # A new partition (the common case when a topic is created) gets a `pending` segment:
-        # its directory is made at its first append (LogSegment.materialize).
-        new_dir = not os.path.isdir(dir_path)
+        if not os.path.isdir(dir_path):
+            return cls.new(dir_path, config, now_ms=now_ms)
         try:
             # Finish or undo a cleaner's swap a crash interrupted; segments it swapped in
             # get their indexes rebuilt.
-            swapped_in = set() if new_dir else segment_swap.recover(dir_path)
-            names = [] if new_dir else os.listdir(dir_path)
+            swapped_in = segment_swap.recover(dir_path)
+            names = os.listdir(dir_path)
         except OSError as e:
             raise LogDirError(f"cannot read log directory {dir_path}: {e}") from e
         bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
-        epoch_cache = LeaderEpochCache(epoch_path) if new_dir else LeaderEpochCache.load(epoch_path)
+        epoch_cache = LeaderEpochCache.load(epoch_path)
         segments: list[LogSegment] = []
         try:
             for base in bases:
                 segments.append(LogSegment.open_existing(dir_path, base, config))
             segments = cls._load_segments(segments, epoch_cache, recovery_point, clean_shutdown, swapped_in)
             created = not segments
-            if new_dir:
-                segments.append(LogSegment.pending(dir_path, 0, config, now_ms))
-            elif created:
+            if created:
                 segments.append(LogSegment.create(dir_path, 0, config, now_ms))
         except OSError as e:
             for s in segments:
@@ -157,6 +155,29 @@ class Log:
             result.flush(now_ms)  # recovered bytes are now checked; make them the recovery point
         result._check_invariants()
         return result
+
+    @classmethod
+    def new(cls, dir_path: str, config: LogConfig, *, now_ms: int | None = None) -> Log:
+        """A new partition's empty log, whose directory does not exist. Nothing is made on
+        disk until its first append (LogSegment.deferred): creating a topic of 10,000
+        partitions makes no directory and no file, and an idle partition never does. The
+        first append calls `on_dir_made` (LogManager: the log dir's entry for it is then
+        fsync'd with the others)."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        dir_path = os.path.abspath(dir_path)
+        parsed = parse_partition_dir_name(os.path.basename(dir_path))
+        if parsed is None:
+            raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
+        epoch_cache = LeaderEpochCache(os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT))
+        result = cls(dir_path, *parsed, config, [LogSegment.deferred(dir_path, 0, config, now_ms)], epoch_cache, now_ms)
+        result._segments[0].on_made = result._dir_made
+        result.dir_unsynced = True
+        result._check_invariants()
+        return result
+
+    def _dir_made(self) -> None:
+        if self.on_dir_made is not None:
+            self.on_dir_made()
 
     @staticmethod
     def _load_segments(segments: list[LogSegment], epoch_cache: LeaderEpochCache,
@@ -197,13 +218,13 @@ class Log:
         assert 0 <= self.log_start_offset <= self._leo
         assert self.recovery_point <= self._leo
         # Only a new, empty log at offset 0 waits for its files: one that starts later must
-        # be found at that offset after a restart (LogSegment.pending).
+        # be found at that offset after a restart (Log.new).
         assert self.on_disk or (len(self._segments) == 1 and self._leo == 0)
 
     @property
     def on_disk(self) -> bool:
         """Whether the partition's directory exists: False for a new partition until its
-        first append (LogSegment.pending)."""
+        first append (Log.new)."""
         return not self._segments[0].awaiting_files
         assert self._bases == sorted(self._bases)
         # DeleteRecords moves the log start inside a segment; a segment wholly below it
@@ -550,7 +571,8 @@ class Log:
         if self.on_disk:
             first = LogSegment.create(self.dir, offset, self.config, self._last_flush_ms)
         else:
-            first = LogSegment.pending(self.dir, offset, self.config, self._last_flush_ms)
+            first = LogSegment.deferred(self.dir, offset, self.config, self._last_flush_ms)
+            first.on_made = self._dir_made
             if offset > 0:
                 first.materialize()  # a restart must find the log at `offset`, not at 0
         self._segments = [first]

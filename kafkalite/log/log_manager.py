@@ -168,8 +168,10 @@ class LogManager:
             raise LogDirError(f"every log dir is offline ({', '.join(self.log_dirs)})")
         log_dir = min(online, key=lambda d: (self._count[d], self.log_dirs.index(d)))
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        created = Log.open(path, config or self.config_for(topic), clean_shutdown=True, now_ms=now_ms)
-        # The new log makes its directory at its first append (Log.on_disk), and no fsync of
+        # Every partition directory in an online log dir was opened at start-up, so this one
+        # does not exist (a delete renames its directory first).
+        created = Log.new(path, config or self.config_for(topic), now_ms=now_ms)
+        # The new log makes its directory at its first append (Log.new), and no fsync of
         # the log dir happens here (10,000 of them made creating a topic take seconds).
         # Until the new directory's entry is durable, a crash may lose it, which is safe: it
         # then holds nothing durable either, because the first flush of its data runs
@@ -179,7 +181,7 @@ class LogManager:
         # data (acks=all durability comes from replication, DESIGN.md section 3). The HW
         # checkpoint may name it meanwhile: a HW above a log's end is clamped on load.
         created.parent_dir_unsynced = True
-        self._unsynced.add(key)
+        created.on_dir_made = lambda: self._unsynced.add(key)
         self._logs[key] = created
         self._dir_of[key] = log_dir
         self._count[log_dir] += 1
@@ -200,16 +202,11 @@ class LogManager:
         """Event-loop thread: the partitions whose directory entry is not yet durable, by
         log dir (a snapshot; partitions created after it wait for the next sync)."""
         pending: dict[str, list[TopicPartition]] = {}
-        waiting: set[TopicPartition] = set()
         for key in self._unsynced:
             log_dir = self._dir_of.get(key)
-            if log_dir is None:
-                continue
-            if not self._logs[key].on_disk:
-                waiting.add(key)  # no directory yet (Log.on_disk): synced once its first append made it
-                continue
-            pending.setdefault(log_dir, []).append(key)
-        self._unsynced = waiting
+            if log_dir is not None:
+                pending.setdefault(log_dir, []).append(key)
+        self._unsynced.clear()
         return pending
 
     def mark_dirs_synced(self, synced: Mapping[str, list[TopicPartition]]) -> None:

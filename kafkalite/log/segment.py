@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkalite.log import records
@@ -105,9 +106,11 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         self.rolling_timestamp_ms: int | None = None  # what log.roll.ms counts from
         self.unflushed = False
-        # A new partition's segment (`pending`): neither its `.log` file nor its directory
-        # exists until the first descriptor is asked for (the first append).
+        # A new partition's segment (`deferred`): neither its `.log` file nor its directory
+        # exists until the first descriptor is asked for (the first append); `on_made` is
+        # called once they do.
         self.awaiting_files = False
+        self.on_made: Callable[[], None] | None = None
         # Where the newest batches are (last offset, position, base offset), oldest first:
         # consecutive batches that end at the end of the file. A fetch near the log end (a
         # follower, a consumer keeping up) finds its batch here instead of reading every
@@ -135,7 +138,7 @@ class LogSegment:
         return segment
 
     @classmethod
-    def pending(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def deferred(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """The first segment of a partition whose directory does not exist: nothing is made
         on disk until the segment's descriptor is first asked for (`materialize`), so
         creating a topic of 10,000 partitions makes no directory and no file, and an idle
@@ -147,7 +150,7 @@ class LogSegment:
         return segment
 
     def materialize(self) -> None:
-        """Make a `pending` segment's directory and empty `.log` file. The new entries are
+        """Make a `deferred` segment's directory and empty `.log` file. The new entries are
         made durable by the log's first flush (Log.dir_unsynced, parent_dir_unsynced), not
         here: until then the partition holds nothing durable, and a crash that loses the
         directory loses an empty log, which the next LeaderAndIsr makes again. Indexes are
@@ -167,6 +170,8 @@ class LogSegment:
         if stale:
             self.offset_index.reset()
             self.time_index.reset()
+        if self.on_made is not None:
+            self.on_made()
 
     @classmethod
     def open_existing(cls, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -225,7 +230,7 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        """The open descriptor, reopened if the LRU closed it (made, if `pending`): use it
+        """The open descriptor, reopened if the LRU closed it (made, if `deferred`): use it
         on this thread, now."""
         assert not self._closed
         if self.awaiting_files:

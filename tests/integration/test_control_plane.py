@@ -88,7 +88,7 @@ def test_topic_create_delete_end_to_end(cluster):
     wait_until(lambda: all({"doomed-0", "doomed-1"} <= set(broker_state(b["admin_port"])["partitions"]) for b in brokers), 30,
                "every broker to hold both partitions")
     log_dirs = [d for b in brokers for d in b["log_dirs"]]
-    # A partition's directory is made by its first write (kafkalite.log.segment.LogSegment.pending).
+    # A partition's directory is made by its first write (kafkalite.log.segment.LogSegment.deferred).
     assert not [name for d in log_dirs for name in os.listdir(d) if name.startswith("doomed-")]
     written = {p for p, _, _ in produce(boot, "doomed", [b"x"] * 20)}
     dirs = [os.path.join(d, f"doomed-{p}") for d in log_dirs for p in sorted(written)]

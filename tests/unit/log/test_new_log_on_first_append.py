@@ -1,5 +1,5 @@
 """Issue 13, topic creation: a new partition makes no directory and no file until its first
-append (LogSegment.pending, Log.on_disk). Creating 10,000 partitions spent more than half of
+append (LogSegment.deferred, Log.on_disk). Creating 10,000 partitions spent more than half of
 each broker's LeaderAndIsr making them."""
 
 from __future__ import annotations
