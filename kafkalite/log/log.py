@@ -220,12 +220,6 @@ class Log:
         # Only a new, empty log at offset 0 waits for its files: one that starts later must
         # be found at that offset after a restart (Log.new).
         assert self.on_disk or (len(self._segments) == 1 and self._leo == 0)
-
-    @property
-    def on_disk(self) -> bool:
-        """Whether the partition's directory exists: False for a new partition until its
-        first append (Log.new)."""
-        return not self._segments[0].awaiting_files
         assert self._bases == sorted(self._bases)
         # DeleteRecords moves the log start inside a segment; a segment wholly below it
         # is deleted at once, so only the first segment may hold offsets below it.
@@ -233,6 +227,12 @@ class Log:
         assert len(self._segments) == 1 or self._segments[1].base_offset > self.log_start_offset
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the partition's directory exists: False for a new partition until its
+        first append (Log.new)."""
+        return not self._segments[0].awaiting_files
 
     @property
     def log_end_offset(self) -> int:
