@@ -77,6 +77,16 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(partition)
 
 
+def _resolve(dir_path: str, now_ms: int | None) -> tuple[str, tuple[str, int], int]:
+    """A partition directory's absolute path, its (topic, partition), and now_ms (the I/O
+    layer may read the clock: a new segment's age counts from now, not 1970)."""
+    dir_path = os.path.abspath(dir_path)
+    parsed = parse_partition_dir_name(os.path.basename(dir_path))
+    if parsed is None:
+        raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
+    return dir_path, parsed, int(time.time() * 1000) if now_ms is None else now_ms
+
+
 class Log:
     def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig,
                  segments: list[LogSegment], epoch_cache: LeaderEpochCache, now_ms: int) -> None:
@@ -116,15 +126,10 @@ class Log:
         """Load (and, after an unclean stop, recover) the log in `dir_path`: an empty log if
         the directory has no segments, `new` if there is no directory. Unknown files are
         left alone."""
-        # The I/O layer may read the clock; a new segment's age counts from now, not 1970.
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        dir_path = os.path.abspath(dir_path)
-        parsed = parse_partition_dir_name(os.path.basename(dir_path))
-        if parsed is None:
-            raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
-        epoch_path = os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT)
         if not os.path.isdir(dir_path):
             return cls.new(dir_path, config, now_ms=now_ms)
+        dir_path, parsed, now_ms = _resolve(dir_path, now_ms)
+        epoch_path = os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT)
         try:
             # Finish or undo a cleaner's swap a crash interrupted; segments it swapped in
             # get their indexes rebuilt.
@@ -163,14 +168,11 @@ class Log:
         partitions makes no directory and no file, and an idle partition never does. The
         first append calls `on_dir_made` (LogManager: the log dir's entry for it is then
         fsync'd with the others)."""
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        dir_path = os.path.abspath(dir_path)
-        parsed = parse_partition_dir_name(os.path.basename(dir_path))
-        if parsed is None:
-            raise LogDirError(f"{dir_path}: not a <topic>-<partition> directory name")
+        dir_path, parsed, now_ms = _resolve(dir_path, now_ms)
         epoch_cache = LeaderEpochCache(os.path.join(dir_path, checkpoint.LEADER_EPOCH_CHECKPOINT))
-        result = cls(dir_path, *parsed, config, [LogSegment.deferred(dir_path, 0, config, now_ms)], epoch_cache, now_ms)
-        result._segments[0].on_made = result._dir_made
+        first = LogSegment.deferred(dir_path, 0, config, now_ms)
+        result = cls(dir_path, *parsed, config, [first], epoch_cache, now_ms)
+        first.on_made = result._dir_made
         result.dir_unsynced = True
         result._check_invariants()
         return result
