@@ -428,6 +428,9 @@ class Controller:
         # A take-over that has not yet told every broker the truth (`_tell_everyone`): if it
         # is aborted on ZooKeeper before then, abort() tells them what it has.
         self._owes_init = False
+        # Registrations this controller has sent a full UpdateMetadata: broker -> epoch (see
+        # _send_update_metadata).
+        self._told_full: dict[int, int] = {}
 
     # -------------------------------------------------------------- driving
 
@@ -650,6 +653,7 @@ class Controller:
     def _activate(self, ev: Activated) -> None:
         self.active = True
         self._owes_init = True
+        self._told_full = {}
         self.epoch = ev.epoch
         self.gone = {b: e for b, e in ev.gone.items() if b in ev.brokers and ev.brokers[b].epoch == e}
         self.live = {b: lb for b, lb in ev.brokers.items() if self.gone.get(b) != lb.epoch}
@@ -746,6 +750,8 @@ class Controller:
             self.live = dict(brokers)  # registration details may have changed
             return
         self.shutting_down -= dead
+        for b in dead | new:  # a registration back from `gone` missed updates meanwhile: it is told anew
+            self._told_full.pop(b, None)
         self._note(f"brokers failed {sorted(dead)}, started {sorted(new)} (bounced {sorted(bounced)}); live {sorted(brokers)}")
         # Partitions a bounced broker replicates outside their ISR: their leaders still hold
         # what its previous incarnation fetched and may propose it for the ISR from that
@@ -762,10 +768,9 @@ class Controller:
             yield from self._bump_leader_epochs(outside)
         self.live = dict(brokers)
         self._refresh_offline()  # a broker that restarted or died takes its log dir report with it
-        self._send_update_metadata(sorted(self.live), brokers_changed=True)
+        self._send_update_metadata(sorted(self.live), brokers_changed=True)  # the new ones: a full update
         if new:
             for bid in sorted(new):
-                self._send_update_metadata([bid], full=True)
                 # With `init`: it drops replicas not listed. A broker that lost its session
                 # without restarting (seed E's start-up check does not run) was not sent the
                 # StopReplica(delete) of partitions removed or moved away meanwhile (found
@@ -883,7 +888,7 @@ class Controller:
     # -------------------------------------------------------------- requests to brokers
 
     def _propagate(self, tps: list[TP], *, update_metadata: bool = True) -> None:
-        if not tps:
+        if not tps or self._owes_init:  # a take-over tells everyone everything next (_tell_everyone)
             return
         per_broker: dict[int, list[TP]] = {}
         for tp in tps:
@@ -923,17 +928,34 @@ class Controller:
     def _send_update_metadata(self, brokers: list[int], *, full: bool = False, tps: Iterable[TP] = (),
                               brokers_changed: bool = False, deleted: Sequence[str] = (),
                               deleted_partitions: Sequence[TP] = ()) -> None:
-        if full or brokers_changed:
-            tps = list(self.states)  # offline replica lists depend on the live set
-        parts = self._partition_metadata(tps)
+        """A registration's first UpdateMetadata from this controller is a full one, whatever
+        was asked. A delta to a broker whose cache holds nothing yet (just restarted) made it
+        list a topic with only the partitions the delta named; librdkafka takes a partition
+        missing from a listed topic for one that does not exist, and keeps that answer until
+        its metadata.max.age.ms (15 minutes): get_watermark_offsets failed with "Unknown
+        partition" for a minute after a ZooKeeper outage in CI, where a failover's fencing
+        of bounced brokers sent deltas before the take-over's full update."""
+        targets = [b for b in brokers if b in self.live]
+        if not targets:
+            return
+        fresh = set(targets) if full else {b for b in targets if self._told_full.get(b) != self.live[b].epoch}
         endpoints = tuple(BrokerEndpoint(b.id, b.host, b.port, b.inter_broker_port, b.admin_port, b.rack, b.epoch, b.endpoints)
                           for _, b in sorted(self.live.items()))
-        configs = {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
-        for bid in brokers:
-            if bid in self.live:
-                self._out.sends.append(Send(bid, UpdateMetadata(
-                    self.broker_id, self.epoch, self.live[bid].epoch, endpoints, parts, full, tuple(deleted), configs,
-                    tuple(deleted_partitions))))
+        # Offline replica lists depend on the live set: a change of it resends every partition.
+        everything = self._partition_metadata(list(self.states)) if fresh or brokers_changed else ()
+        delta = everything if brokers_changed else self._partition_metadata(list(tps)) if len(fresh) < len(targets) else ()
+        def configs_of(parts: tuple[PartitionMetadata, ...]) -> dict[str, Mapping[str, str]]:
+            return {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
+
+        full_configs = configs_of(everything)
+        delta_configs = full_configs if delta is everything else configs_of(delta)
+        for bid in targets:
+            epoch = self.live[bid].epoch
+            parts, configs = (everything, full_configs) if bid in fresh else (delta, delta_configs)
+            self._out.sends.append(Send(bid, UpdateMetadata(
+                self.broker_id, self.epoch, epoch, endpoints, parts, bid in fresh, tuple(deleted), configs, tuple(deleted_partitions))))
+            if bid in fresh:
+                self._told_full[bid] = epoch
 
     def _partition_metadata(self, tps: Iterable[TP]) -> tuple[PartitionMetadata, ...]:
         """What UpdateMetadata says of each partition; a plain loop, since a new controller

@@ -9,7 +9,8 @@ kafkalite/broker/controller.py does with kazoo and the RPC channel:
   kafkalite.core.controller_sends: in order, merged, resent until answered while the
   broker keeps its registration.
 - UpdateMetadata is not delivered: simulated clients read leaders from the ZooKeeper model
-  (see clients.py) and simulated brokers keep no metadata cache.
+  (see clients.py) and simulated brokers keep no metadata cache. The checker is told if a
+  registration's first UpdateMetadata from a controller is not a full one.
 - ZooKeeper watches are modelled by polling on every tick: the live broker set (compared
   with the controller's), /admin/reassign_partitions and /admin/partitions_add|remove
   (changed since the controller last read them: a watch set by a read fires on the next
@@ -115,6 +116,9 @@ class SimControllerDriver:
         self._wait_started_ms = 0
         self._running: core.ControllerEvent | None = None  # the event being handled (or last handled)
         self._watch_reported: set[tuple[int, int, str]] = set()  # (broker, epoch, "gone"/"back") queued
+        # Registrations (broker, epoch) sent an UpdateMetadata: the first must be full, or a
+        # broker with nothing cached would list a topic with some of its partitions only.
+        self._told_metadata: set[tuple[int, int]] = set()
 
     @property
     def active(self) -> bool:
@@ -369,8 +373,13 @@ class SimControllerDriver:
         for note in ready.notes:
             self.sim.trace_note(f"controller b{self.broker.id}: {note.text}")
         for send in ready.sends:
-            if isinstance(send.request, UpdateMetadata):
-                continue  # see the module docstring
+            if isinstance(send.request, UpdateMetadata):  # not delivered (see the module docstring); checked:
+                told = (send.broker_id, send.request.broker_epoch)
+                if told not in self._told_metadata and not send.request.full:
+                    self.sim.checker.fail(f"controller b{self.broker.id} (epoch {self.epoch}) sent b{told[0]} (epoch {told[1]}) "
+                                          "a partial UpdateMetadata before a full one")
+                self._told_metadata.add(told)
+                continue
             sender = self.senders.get(send.broker_id)
             if sender is not None and sender.broker_epoch == send.request.broker_epoch:
                 sender.send(send.request)

@@ -683,3 +683,42 @@ def test_enabling_unclean_election_on_a_topic_elects_its_offline_partitions_at_o
     drive(ctrl, zk, core.TopicConfigsChanged({"t": {"unclean.leader.election.enable": "true"}}))
     assert zk.nodes[T0].leader in (2, 3)
     assert ctrl.unclean_elections == 1
+
+
+def _first_metadata_is_full(run: Run, broker: int) -> bool:
+    updates = run.to(broker, UpdateMetadata)
+    return bool(updates) and updates[0].full and {(m.topic, m.partition) for m in updates[0].partitions} == {T0, T1}
+
+
+def test_a_take_over_that_fences_bounced_brokers_tells_each_the_whole_truth_first():
+    """CI, bin/chaos --netns (a ZooKeeper outage expired every session): the new controller
+    fenced the brokers that had registered again, and sent UpdateMetadata for the partitions
+    it wrote before its full update. A broker restarted just before the outage had nothing
+    cached, so it listed topic t with only those partitions, and librdkafka took the others
+    for nonexistent ("Unknown partition") until its metadata.max.age.ms. Nothing partial
+    goes out before the take-over's full update and init LeaderAndIsr."""
+    ctrl = core.Controller(2)
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3), 5, 1)})
+    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+                                         dict(zk.nodes), {T0: 5, T1: 5}))
+    assert zk.nodes[T0].leader == 2 and zk.nodes[T1].leader_epoch == 1  # fenced, and written before the tell
+    for b in (1, 2, 3):
+        assert _first_metadata_is_full(run, b)
+        assert run.to(b, LeaderAndIsr)[0].init
+        assert len(run.to(b, UpdateMetadata)) == 1  # one full update, not a delta and then a full one
+
+
+def test_a_registration_gets_a_full_update_first_whatever_the_controller_sends_it():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, epochs={3: 99})))  # broker 3 bounced
+    assert _first_metadata_is_full(run, 3) and len(run.to(3, UpdateMetadata)) == 1
+    assert not any(um.full for b in (1, 2) for um in run.to(b, UpdateMetadata))  # the others: every partition, as a delta
+    run = drive(ctrl, zk, core.BrokerProcessGone(1, 10))
+    assert run.to(1, UpdateMetadata) == []
+    run = drive(ctrl, zk, core.BrokerProcessBack(core.LiveBroker(1, 10)))  # same registration, updates missed meanwhile
+    assert _first_metadata_is_full(run, 1)
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, epochs={1: 10})))  # 3 died: the rest get deltas
+    assert run.to(1, UpdateMetadata) and not any(um.full for um in run.to(1, UpdateMetadata))
+    assert run.to(3, UpdateMetadata) == []
