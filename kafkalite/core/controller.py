@@ -943,7 +943,13 @@ class Controller:
                           for _, b in sorted(self.live.items()))
         # Offline replica lists depend on the live set: a change of it resends every partition.
         everything = self._partition_metadata(list(self.states)) if fresh or brokers_changed else ()
-        delta = everything if brokers_changed else self._partition_metadata(list(tps)) if len(fresh) < len(targets) else ()
+        if brokers_changed:
+            delta = everything
+        elif len(fresh) < len(targets):
+            delta = self._partition_metadata(list(tps))
+        else:
+            delta = ()
+
         def configs_of(parts: tuple[PartitionMetadata, ...]) -> dict[str, Mapping[str, str]]:
             return {t: self.topics[t].config for t in sorted({m.topic for m in parts})}
 
@@ -956,6 +962,7 @@ class Controller:
                 self.broker_id, self.epoch, epoch, endpoints, parts, bid in fresh, tuple(deleted), configs, tuple(deleted_partitions))))
             if bid in fresh:
                 self._told_full[bid] = epoch
+        assert all(self._told_full.get(b) == self.live[b].epoch for b in targets), "a registration got a delta before a full update"
 
     def _partition_metadata(self, tps: Iterable[TP]) -> tuple[PartitionMetadata, ...]:
         """What UpdateMetadata says of each partition; a plain loop, since a new controller
