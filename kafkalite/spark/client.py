@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kafkalite import watermark_lookup
 from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionError
 from kafkalite.spark.offsets import OffsetRange, Watermarks
 from kafkalite.spark.options import BOOTSTRAP as BOOTSTRAP_OPTION
@@ -77,30 +78,19 @@ def topic_partition_counts(consumer: Consumer) -> dict[str, int]:
 
 def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retries: int = 0,
                   retry_interval_ms: int = 0) -> dict[tuple[str, int], Watermarks]:
-    """Each partition's log start and log end, from its leader. A partition whose leader is
-    moving answers a retriable error: asked again up to `retries` times (fetchOffset.numRetries,
-    fetchOffset.retryIntervalMs apart)."""
+    """Each partition's log start and log end, from its leader (`kafkalite.watermark_lookup`:
+    never stuck on a leader that died). A partition whose leader is moving answers a
+    retriable error: asked again up to `retries` times (fetchOffset.numRetries,
+    fetchOffset.retryIntervalMs apart); one that no broker answers, until METADATA_TIMEOUT_S."""
     result = {}
     for topic, partition in partitions:
-        for attempt in range(retries + 1):
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                           timeout=METADATA_TIMEOUT_S, cached=False)
-                break
-            except KafkaException as e:
-                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                if attempt == retries or (err is not None and not _retriable_lookup(err)):
-                    raise
-                log.info("watermarks of %s-%d: %s; asking again in %d ms", topic, partition, e, retry_interval_ms)
-                time.sleep(retry_interval_ms / 1000)
+        def retrying(e: KafkaException, topic=topic, partition=partition) -> None:
+            log.info("watermarks of %s-%d: %s; asking again", topic, partition, e)
+        low, high = watermark_lookup.watermarks(consumer, topic, partition, timeout_s=METADATA_TIMEOUT_S,
+                                                retries=retries, retry_interval_s=retry_interval_ms / 1000,
+                                                on_retry=retrying)
         result[(topic, partition)] = Watermarks(low, high)
     return result
-
-
-def _retriable_lookup(err: KafkaError) -> bool:
-    return err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
-                                             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE,
-                                             KafkaError._ALL_BROKERS_DOWN)
 
 
 def offsets_for_times(consumer: Consumer, requests: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int | None]:
@@ -231,8 +221,7 @@ def _after_error(consumer: Consumer, r: OffsetRange, position: int, err: KafkaEr
     if code == KafkaError._PARTITION_EOF:
         return position  # more may come (the range ends at or below the HW seen by the driver)
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        low, high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S,
-                                                   cached=False)
+        low, high = watermark_lookup.watermarks(consumer, r.topic, r.partition, timeout_s=METADATA_TIMEOUT_S)
         message = (f"offsets from {position} of {r.topic}-{r.partition} are gone (the log is now [{low}, {high})); "
                    f"the query wanted until {r.until_offset}")
         if fail_on_data_loss:

@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from kafkalite import watermark_lookup
 from kafkalite.cli import client_security
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
 
@@ -163,14 +164,8 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float 
                   "enable.partition.eof": True, "log_level": 3})
     try:
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-                break
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        low, high = watermark_lookup.watermarks(c, topic, partition, timeout_s=timeout_s, retries=int(timeout_s * 2),
+                                                retry_interval_s=0.5)
         out: list[tuple[int, bytes]] = []
         if high <= low:
             return out

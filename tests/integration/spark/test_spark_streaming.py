@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kafkalite.testing.probes import partition_view, wait_fully_replicated, wait_until
@@ -149,3 +149,33 @@ def test_kill_9_of_a_partition_leader_under_a_query_loses_nothing(spark, spark_k
           f"duplicates, {restarts} query restarts")
     assert set(out) <= {f"r-{i}" for i in range(sent[0])}  # nothing invented: every key was sent
     wait_fully_replicated(spark_kafka, "k-in", 3)
+
+
+def test_the_driver_finds_a_new_leader_for_watermarks_after_a_kill_9(spark_kafka, boot):
+    """The driver's consumer learned the leader of w-0, then the leader was killed. librdkafka
+    would send every later ListOffsets to the dead broker in its metadata cache, each timing
+    out, for metadata.max.age.ms (kafkalite.watermark_lookup): the query's next triggers
+    would fail. The lookup must ask the new leader. No Spark session: this is the driver's
+    call, as each trigger makes it."""
+    from kafkalite.spark import client
+    from kafkalite.spark.offsets import Watermarks
+
+    create_topic(boot, "w", partitions=1)
+    produce(boot, "w", 40, partitions=1)
+    wait_fully_replicated(spark_kafka, "w", 1)
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": "w-driver"})
+    victim = None
+    try:
+        assert client.watermarks_of(consumer, [("w", 0)]) == {("w", 0): Watermarks(0, 40)}
+        victim = partition_view(spark_kafka, "w", 0)["leader"]
+        spark_kafka.kill(victim)
+        wait_until(lambda: (partition_view(spark_kafka, "w", 0) or {}).get("leader") not in (None, -1, victim), 30,
+                   "a new leader of w-0")
+        for _ in range(2):  # the second call as the next trigger's
+            assert client.watermarks_of(consumer, [("w", 0)], retries=3, retry_interval_ms=100) == \
+                {("w", 0): Watermarks(0, 40)}
+    finally:
+        consumer.close()
+        if victim is not None:
+            spark_kafka.start(victim)
+    wait_fully_replicated(spark_kafka, "w", 1)
