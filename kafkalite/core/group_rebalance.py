@@ -302,7 +302,8 @@ class Rebalancing:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that did not rejoin are left: wait for them (or their
             # session timeouts) for another rebalance timeout.
-            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, group.rebalance_timeout_ms), initial=False)
+            group.join = DelayedJoin(self._arm(Timer.JOIN, group, None, self._static_rejoin_wait_ms(group)),
+                                     initial=False)
             self._maybe_complete_join(group)
             return
         group.new_member_added = False
@@ -321,6 +322,17 @@ class Rebalancing:
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync = DelayedSync(self._arm(Timer.SYNC, group, None, group.rebalance_timeout_ms), group.generation_id)
+
+    def _static_rejoin_wait_ms(self, group: Group) -> int:
+        """How long a join that found only static members (none rejoined) waits again: the
+        rebalance timeout, but at least until the first of their session deadlines, and
+        never 0 ms. Until then only a rejoin or a session timeout can change anything, and
+        both complete the join at once (`_maybe_complete_join`). A rebalance timeout of 0
+        (a client may send one) would otherwise re-arm this deadline at the same instant
+        for ever: `poll` would never return and the broker's loop would hang."""
+        sessions = [m.heartbeat.at_ms for m in group.members.values() if m.heartbeat is not None]
+        until_a_session_ends = min(sessions) - self.now_ms if sessions else 0
+        return max(group.rebalance_timeout_ms, until_a_session_ends, 1)
 
     def _on_sync_deadline(self, group: Group) -> None:
         """DelayedSync.onExpiration: members that never sent SyncGroup for this generation

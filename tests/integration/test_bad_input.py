@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -202,3 +203,76 @@ def test_specific_bad_requests_get_kafka_error_codes(cluster_factory):
     state = broker_state(c.broker(1)["admin_port"])
     assert state["partitions"]["ok-0"]["leo"] == 0
     assert "manual" not in state["metadata"]["topics"]
+
+
+class _Conn:
+    """One client connection speaking our codec, a request at a time."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.buf = b""
+        self.cid = 0
+
+    def send(self, api: int, version: int, body: dict) -> None:
+        self.cid += 1
+        self.sock.sendall(encode_request(api, version, self.cid, CLIENT, body))
+
+    def read(self, api: int, version: int) -> dict:
+        while len(self.buf) < 4 or len(self.buf) < 4 + struct.unpack(">i", self.buf[:4])[0]:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the broker closed the connection"
+            self.buf += chunk
+        (n,) = struct.unpack(">i", self.buf[:4])
+        frame, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
+        return decode_response(api, version, frame)[1]
+
+    def call(self, api: int, version: int, body: dict) -> dict:
+        self.send(api, version, body)
+        return self.read(api, version)
+
+
+def test_a_static_member_with_a_rebalance_timeout_of_0_does_not_hang_the_broker(cluster_factory):
+    """A static member (group.instance.id) that asks for a rebalance timeout of 0 and is
+    left alone in a rebalance it did not rejoin: the group coordinator's core used to re-arm
+    its wait at the same instant for ever, and the broker's loop hung, for every client.
+    Now the group waits for the member's session, then empties; the broker serves on."""
+    c = cluster_factory(1)
+    port = c.broker(1)["port"]
+    assert _create_topic(port, "alive") == 0
+    good = GoodClient(port, "alive")
+    good.produce_and_check()
+    admin = _Conn(port)
+    find = {"key": "static0", "key_type": 0}
+    for _ in range(60):  # the offsets topic is created on the first FindCoordinator
+        if admin.call(ApiKey.FIND_COORDINATOR, 1, find)["error_code"] == 0:
+            break
+        time.sleep(0.5)
+    protocols = [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x01\x00\x05alive\x00\x00\x00\x00"}]
+    join = {"group_id": "static0", "protocol_type": "consumer", "protocols": protocols}
+    a, b = _Conn(port), _Conn(port)
+    a.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 0, "member_id": "",
+                                  "group_instance_id": "i-a"})
+    first = b.call(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 6_000, "rebalance_timeout_ms": 6_000,
+                                          "member_id": "", "group_instance_id": None})
+    assert first["error_code"] == 79  # MEMBER_ID_REQUIRED (KIP-394)
+    b.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 6_000, "rebalance_timeout_ms": 6_000,
+                                  "member_id": first["member_id"], "group_instance_id": None})
+    joined_a, joined_b = a.read(ApiKey.JOIN_GROUP, 5), b.read(ApiKey.JOIN_GROUP, 5)  # after the initial delay
+    assert joined_a["error_code"] == joined_b["error_code"] == 0
+    # Neither sends SyncGroup. b's session ends 6 s into the generation, leaving i-a alone
+    # in a rebalance with a timeout of 0; i-a's ends 4 s later.
+    time.sleep(7)
+    good.produce_and_check()  # the broker answers (it hung here)
+
+    def state() -> str:
+        return admin.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["static0"]})["groups"][0]["group_state"]
+
+    assert state() == "PreparingRebalance"
+    deadline = time.monotonic() + 20
+    while state() != "Empty":
+        assert time.monotonic() < deadline, f"the group is still {state()}"
+        time.sleep(0.5)
+    good.produce_and_check()
+    assert good.read_all() == good.sent
+    for conn in (admin, a, b):
+        conn.sock.close()

@@ -643,3 +643,25 @@ def test_a_heartbeat_after_the_session_ended_finds_the_member_gone_even_if_the_d
     h.now += 10_001  # the driver never polled at the deadline
     assert h.heartbeat("g", gen, a) is E.UNKNOWN_MEMBER_ID
     assert h.state() == "Empty"
+
+
+@pytest.mark.timeout(20)
+def test_static_members_alone_with_a_rebalance_timeout_of_0_do_not_hang_the_coordinator(h):
+    """A rebalance in which only static members are left and none rejoined waits again for
+    them. With a rebalance timeout of 0 (a client may send it) that wait was armed at the
+    same instant, fired, re-armed, for ever: `poll` never returned, and a broker's loop
+    would have hung (found by the property test; this is its shrunk example). It now waits
+    until the first of their sessions ends."""
+    a = h.join(instance="i-a", require_known=True, session_ms=10_000, rebalance_ms=0)
+    b = h.join(session_ms=6_000, rebalance_ms=6_000)
+    h.settle_all()  # t = 3 s: generation 1 with both; neither sends SyncGroup
+    assert h.answer(a).error is E.NONE and h.answer(b).error is E.NONE
+    a_id = h.answer(a).member_id
+    h.tick(6_000)  # t = 9 s: b's session ends; only i-a is left, rebalance timeout 0
+    g = h.gc.groups["g"]
+    assert h.state() == "PreparingRebalance" and list(g.members) == [a_id]
+    assert g.join is not None and g.join.deadline.at_ms == 13_000  # i-a's session deadline
+    h.tick(3_999)  # i-a neither rejoined nor timed out: still waited for
+    assert h.state() == "PreparingRebalance"
+    h.tick(1)  # its session ended: removed, the rebalance completes, the group is empty
+    assert h.state() == "Empty" and not g.members
