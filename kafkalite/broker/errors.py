@@ -13,9 +13,11 @@ from kafkalite import dynamic_config
 from kafkalite.core.codes import CoreError
 from kafkalite.log import errors as log_errors
 from kafkalite.protocol.errors import ErrorCode, KafkaliteError, error_from_code
+from kafkalite.zk.errors import ZnodeTooLargeError
 
 OPERATING_ERRORS: tuple[type[Exception], ...] = (KafkaliteError, CoreError, log_errors.LogError,
-                                                 dynamic_config.InvalidConfig, dynamic_config.InvalidConfigRequest)
+                                                 dynamic_config.InvalidConfig, dynamic_config.InvalidConfigRequest,
+                                                 ZnodeTooLargeError)
 
 _LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
     log_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
@@ -27,6 +29,10 @@ _LOG_ERRORS: dict[type[BaseException], ErrorCode] = {
     # that is malformed (a name twice, an unknown operation).
     dynamic_config.InvalidConfig: ErrorCode.INVALID_CONFIG,
     dynamic_config.InvalidConfigRequest: ErrorCode.INVALID_REQUEST,
+    # A request whose state would not fit in one znode (a topic's assignment and config, an
+    # entity's config): refused before ZooKeeper sees it, as Kafka's controller refuses an
+    # "excessively large" operation.
+    ZnodeTooLargeError: ErrorCode.POLICY_VIOLATION,
 }
 
 

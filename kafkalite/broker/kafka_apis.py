@@ -28,8 +28,10 @@ from kafkalite.protocol.codec import RequestHeader, api_versions_entries
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
 from kafkalite.rpc.transport import RpcError
-from kafkalite.zk.codec import TopicAssignment
+from kafkalite.zk import paths as zk_paths
+from kafkalite.zk.codec import TopicAssignment, encode_topic_assignment
 from kafkalite.zk.errors import TopicAlreadyExistsError, ZkError
+from kafkalite.zk.multi import check_write_size
 
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
@@ -38,6 +40,11 @@ log = logging.getLogger(__name__)
 
 TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_LEN_MAX = 249
+# As Kafka's KRaft controller (ReplicationControlManager's MAX_PARTITIONS_PER_BATCH): a
+# CreateTopics or CreatePartitions that would add more is refused whole with
+# POLICY_VIOLATION. Its placement and znode writes would otherwise hold the broker (and a
+# topic of more than ~60,000 RF 3 partitions does not fit in one znode at all).
+MAX_PARTITIONS_PER_REQUEST = 10_000
 OFFSETS_TOPIC_CREATE_WAIT_MS = 5000  # then COORDINATOR_NOT_AVAILABLE, and the client asks again
 GROUP_APIS = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
               ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS,
@@ -325,6 +332,11 @@ class KafkaApis:
             rf = t["replication_factor"] if t["replication_factor"] != -1 else self.settings["default.replication.factor"]
             manual = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments", [])}
             specs.append(TopicSpec(name, n, rf, cfg, manual))
+        total = sum(len(spec.assignment) if spec.assignment else max(spec.partitions, 0) for spec in specs)
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            too_many = (int(ErrorCode.POLICY_VIOLATION), _too_many_partitions(total))
+            results.update((spec.name, too_many) for spec in specs)
+            specs = []
         if body.get("validate_only"):
             for spec in specs:
                 results.setdefault(spec.name, self._validate_spec(spec))
@@ -386,10 +398,10 @@ class KafkaApis:
                 results[name] = (0, None)
             except TopicAlreadyExistsError:
                 results[name] = (int(ErrorCode.TOPIC_ALREADY_EXISTS), f"topic {name!r} already exists")
+            except OPERATING_ERRORS as e:  # typed placement errors carry a code; a too large znode too
+                results[name] = (error_code_for(e), str(e))
             except ZkError as e:
                 results[name] = (int(ErrorCode.REQUEST_TIMED_OUT), f"ZooKeeper: {e}")
-            except OPERATING_ERRORS as e:  # typed placement errors carry a code
-                results[name] = (error_code_for(e), str(e))
         deadline = time.monotonic() + timeout_ms / 1000
 
         def led(name: str, n: int) -> bool:
@@ -409,13 +421,15 @@ class KafkaApis:
         results: dict[str, tuple[int, str | None]] = {}
         names = [t["name"] for t in body["topics"]]
         waiting: list[tuple[str, int]] = []
+        adding = 0  # new partitions accepted so far in this request
         for t in body["topics"]:
             name = t["name"]
             if names.count(name) > 1:
                 results[name] = (int(ErrorCode.INVALID_REQUEST), f"topic {name!r} is listed more than once")
                 continue
             try:
-                adds = await self._partitions_to_add(name, t["count"], t.get("assignments"))
+                adds = await self._partitions_to_add(name, t["count"], t.get("assignments"), adding)
+                adding += len(adds)
             except OPERATING_ERRORS as e:
                 results[name] = (error_code_for(e), str(e))
                 continue
@@ -445,11 +459,14 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "results": [
             {"name": t["name"], "error_code": results[t["name"]][0], "error_message": results[t["name"]][1]} for t in body["topics"]]}
 
-    async def _partitions_to_add(self, name: str, count: int, assignments: list | None) -> dict[int, list[int]]:
+    async def _partitions_to_add(self, name: str, count: int, assignments: list | None,
+                                 adding: int = 0) -> dict[int, list[int]]:
         """Kafka's checks: a known topic, more partitions than now, not being reassigned; an
         explicit assignment lists live, distinct brokers, as many as the topic's replication
         factor, per new partition. Without one, placement continues the topic's round robin
-        (rack aware with racks) from its partition 0's first broker."""
+        (rack aware with racks) from its partition 0's first broker. At most
+        MAX_PARTITIONS_PER_REQUEST new partitions in one request (`adding` are already
+        accepted), and the topic's assignment must still fit in its znode."""
         if topic_name_error(name) is not None:
             raise fail(ErrorCode.INVALID_TOPIC_EXCEPTION, topic_name_error(name))
         if name == OFFSETS_TOPIC:  # every tool maps a group to a partition by the partition count
@@ -464,6 +481,16 @@ class KafkaApis:
                                          " (removing partitions: kafkalite topics alter --partitions N --force)")
         if current.adding_replicas or current.removing_replicas:
             raise fail(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} has partitions being reassigned")
+        if adding + count - n > MAX_PARTITIONS_PER_REQUEST:
+            raise fail(ErrorCode.POLICY_VIOLATION, _too_many_partitions(adding + count - n))
+        adds = await self._new_partitions(name, current, count, assignments)
+        check_write_size(zk_paths.topic_path(name), encode_topic_assignment(
+            dataclasses.replace(current, partitions={**current.partitions, **adds})))
+        return adds
+
+    async def _new_partitions(self, name: str, current: TopicAssignment, count: int,
+                              assignments: list | None) -> dict[int, list[int]]:
+        n = len(current.partitions)
         rf = len(current.partitions[0])
         live = sorted(self.cache.brokers)
         if assignments is not None:
@@ -629,6 +656,11 @@ class KafkaApis:
 
         await self.broker.metadata_updates.wait_until(preferred_lead, timeout_ms / 1000)
         return results
+
+def _too_many_partitions(n: int) -> str:
+    return (f"Excessively large number of partitions per request: {n}, at most {MAX_PARTITIONS_PER_REQUEST} "
+            "(create them in several requests)")
+
 
 _HANDLERS = {
     ApiKey.API_VERSIONS: KafkaApis.api_versions,

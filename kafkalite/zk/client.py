@@ -54,6 +54,7 @@ from kafkalite.zk.multi import (
     BatchWriter,
     Op,
     OpResult,
+    check_write_size,
 )
 from kafkalite.zk.multi_read import MultiRead
 from kafkalite.zk.security import ZkSecurity
@@ -152,6 +153,7 @@ class ZkAdapter:
         """Create a znode; its stat (version 0, czxid). ZnodeExistsError if it exists.
         `acl`: the znode's ACL when it must differ from the client's default; by default
         the security's ACL for the path (sensitive paths: no world READ)."""
+        check_write_size(path, data)
         if acl is None and self.security is not None:
             acl = self.security.acl_for(path)
         with calls(path):
@@ -164,6 +166,7 @@ class ZkAdapter:
         """Set `path` if it is still at `expected_version`; the new version.
         StaleZnodeVersionError otherwise (re-read and re-decide)."""
         assert expected_version >= 0
+        check_write_size(path, data)
         if controller_epoch_zk_version is not None:
             result = self.multi_conditional_set([(path, data, expected_version)], controller_epoch_zk_version)[path]
             if isinstance(result, ZkError):
@@ -553,6 +556,7 @@ class ZkAdapter:
         """Write an entity's whole config, then announce it under /config/changes (as
         Kafka 2.x does: config first, so whoever reads the notification sees it)."""
         data = codec.encode_entity_config(config)
+        check_write_size(path, data)
         try:
             with calls(path):
                 self.client.set(path, data)

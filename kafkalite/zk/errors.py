@@ -89,3 +89,14 @@ class ControllerMovedError(ZkError):
 
 class ZkContentionError(ZkError):
     """A read-modify-write loop lost the race more times than its bound allows."""
+
+
+class ZnodeTooLargeError(ZkError):
+    """A write bigger than ZooKeeper accepts (jute.maxbuffer). Refused before it is sent:
+    the server would answer an oversized packet by closing the session's connection."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"writing {size} bytes to znode {path} is over ZooKeeper's limit of {limit} bytes")
+        self.path = path
+        self.size = size
+        self.limit = limit

@@ -276,3 +276,39 @@ def test_a_static_member_with_a_rebalance_timeout_of_0_does_not_hang_the_broker(
     assert good.read_all() == good.sent
     for conn in (admin, a, b):
         conn.sock.close()
+
+
+def test_excessively_large_partition_counts_are_refused_and_the_broker_keeps_its_session(cluster_factory):
+    """More than 10,000 new partitions in one CreateTopics or CreatePartitions:
+    POLICY_VIOLATION, nothing created, and the broker's ZooKeeper connection untouched (a
+    3,000,000-partition topic used to be placed and written, and ZooKeeper closed the
+    broker's connection over the oversized znode). 10,000 exactly is accepted, as in Kafka."""
+    c = cluster_factory(1)
+    b = c.broker(1)
+    port = b["port"]
+    conn = _Conn(port)
+
+    def create(topics: list[dict], validate_only: bool = False) -> list[tuple[int, str]]:
+        body = {"topics": [{"replication_factor": 1, "assignments": [], "configs": [], **t} for t in topics],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        return [(r["error_code"], r["error_message"]) for r in conn.call(ApiKey.CREATE_TOPICS, 3, body)["topics"]]
+
+    for n in (2**31 - 1, 3_000_000, 10_001):
+        [(code, message)] = create([{"name": f"huge{n}", "num_partitions": n}])
+        assert code == 44 and "Excessively large number of partitions per request" in message, (n, message)
+    # Several topics of one request count together; all are refused.
+    got = create([{"name": "a", "num_partitions": 6000}, {"name": "b", "num_partitions": 6000}])
+    assert [code for code, _ in got] == [44, 44]
+    assert create([{"name": "ok10k", "num_partitions": 10_000}], validate_only=True) == [(0, None)]
+    assert "huge10001" not in broker_state(b["admin_port"])["metadata"]["topics"]
+    assert create([{"name": "grow", "num_partitions": 1}]) == [(0, None)]
+    add = conn.call(ApiKey.CREATE_PARTITIONS, 1, {"topics": [{"name": "grow", "count": 20_000, "assignments": None}],
+                                                  "timeout_ms": 10000, "validate_only": False})
+    assert add["results"][0]["error_code"] == 44, add
+    meta = conn.call(ApiKey.METADATA, 5, {"topics": None, "allow_auto_topic_creation": False})
+    names = {t["name"] for t in meta["topics"]}
+    assert "grow" in names and not names & {"a", "b", "huge10001"}
+    assert len(next(t for t in meta["topics"] if t["name"] == "grow")["partitions"]) == 1
+    with open(b["log"]) as f:
+        assert "Connection dropped" not in f.read()  # kazoo's warning when ZooKeeper closes it
+    conn.sock.close()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalite.zk.multi import JUTE_MAXBUFFER_BYTES, OP_OVERHEAD_BYTES, Op, chunk_ops
+from kafkalite.zk.errors import ZnodeTooLargeError
+from kafkalite.zk.multi import JUTE_MAXBUFFER_BYTES, OP_OVERHEAD_BYTES, Op, check_write_size, chunk_ops
 
 
 def _ops(count: int, data_bytes: int) -> list[Op]:
@@ -29,8 +30,14 @@ def test_chunks_respect_the_byte_bound():
 
 
 def test_an_op_larger_than_a_transaction_is_refused():
-    with pytest.raises(ValueError, match="/p00000"):
+    with pytest.raises(ZnodeTooLargeError, match="/p00000"):
         list(chunk_ops(_ops(1, JUTE_MAXBUFFER_BYTES), bytes_max=512 * 1024, ops_max=10))
+
+
+def test_one_write_over_jute_maxbuffer_is_refused_before_it_is_sent():
+    check_write_size("/brokers/topics/t", b"x" * (JUTE_MAXBUFFER_BYTES - 1000))
+    with pytest.raises(ZnodeTooLargeError, match="/brokers/topics/t"):
+        check_write_size("/brokers/topics/t", b"x" * JUTE_MAXBUFFER_BYTES)
 
 
 def test_empty_batch_has_no_chunks():
