@@ -236,7 +236,7 @@ def test_a_static_member_with_a_rebalance_timeout_of_0_does_not_hang_the_broker(
     left alone in a rebalance it did not rejoin: the group coordinator's core used to re-arm
     its wait at the same instant for ever, and the broker's loop hung, for every client.
     Now the group waits for the member's session, then empties; the broker serves on."""
-    c = cluster_factory(1)
+    c = cluster_factory(1, overrides={"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 1000})
     port = c.broker(1)["port"]
     assert _create_topic(port, "alive") == 0
     good = GoodClient(port, "alive")
@@ -250,18 +250,18 @@ def test_a_static_member_with_a_rebalance_timeout_of_0_does_not_hang_the_broker(
     protocols = [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x01\x00\x05alive\x00\x00\x00\x00"}]
     join = {"group_id": "static0", "protocol_type": "consumer", "protocols": protocols}
     a, b = _Conn(port), _Conn(port)
-    a.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 0, "member_id": "",
+    a.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 4_000, "rebalance_timeout_ms": 0, "member_id": "",
                                   "group_instance_id": "i-a"})
-    first = b.call(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 6_000, "rebalance_timeout_ms": 6_000,
+    first = b.call(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 1_500, "rebalance_timeout_ms": 1_500,
                                           "member_id": "", "group_instance_id": None})
     assert first["error_code"] == 79  # MEMBER_ID_REQUIRED (KIP-394)
-    b.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 6_000, "rebalance_timeout_ms": 6_000,
+    b.send(ApiKey.JOIN_GROUP, 5, {**join, "session_timeout_ms": 1_500, "rebalance_timeout_ms": 1_500,
                                   "member_id": first["member_id"], "group_instance_id": None})
     joined_a, joined_b = a.read(ApiKey.JOIN_GROUP, 5), b.read(ApiKey.JOIN_GROUP, 5)  # after the initial delay
     assert joined_a["error_code"] == joined_b["error_code"] == 0
-    # Neither sends SyncGroup. b's session ends 6 s into the generation, leaving i-a alone
-    # in a rebalance with a timeout of 0; i-a's ends 4 s later.
-    time.sleep(7)
+    # Neither sends SyncGroup. b's session ends 1.5 s into the generation, leaving i-a alone
+    # in a rebalance with a timeout of 0; i-a's ends 2.5 s later.
+    time.sleep(2)
     good.produce_and_check()  # the broker answers (it hung here)
 
     def state() -> str:
