@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kafkalite import watermark_lookup
+from kafkalite import leader_lookups
 from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionError
 from kafkalite.spark.offsets import OffsetRange, Watermarks
 from kafkalite.spark.options import BOOTSTRAP as BOOTSTRAP_OPTION
@@ -78,7 +78,7 @@ def topic_partition_counts(consumer: Consumer) -> dict[str, int]:
 
 def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retries: int = 0,
                   retry_interval_ms: int = 0) -> dict[tuple[str, int], Watermarks]:
-    """Each partition's log start and log end, from its leader (`kafkalite.watermark_lookup`:
+    """Each partition's log start and log end, from its leader (`kafkalite.leader_lookups`:
     never stuck on a leader that died). A partition whose leader is moving answers a
     retriable error: asked again up to `retries` times (fetchOffset.numRetries,
     fetchOffset.retryIntervalMs apart); one that no broker answers, until METADATA_TIMEOUT_S."""
@@ -86,7 +86,7 @@ def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retr
     for topic, partition in partitions:
         def retrying(e: KafkaException, topic=topic, partition=partition) -> None:
             log.info("watermarks of %s-%d: %s; asking again", topic, partition, e)
-        low, high = watermark_lookup.watermarks(consumer, topic, partition, timeout_s=METADATA_TIMEOUT_S,
+        low, high = leader_lookups.watermarks(consumer, topic, partition, timeout_s=METADATA_TIMEOUT_S,
                                                 retries=retries, retry_interval_s=retry_interval_ms / 1000,
                                                 on_retry=retrying)
         result[(topic, partition)] = Watermarks(low, high)
@@ -94,17 +94,12 @@ def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retr
 
 
 def offsets_for_times(consumer: Consumer, requests: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int | None]:
-    """The first offset whose timestamp is >= the requested ms per partition; None if none."""
+    """The first offset whose timestamp is >= the requested ms per partition; None if none.
+    From the leaders, as `watermarks_of` (never stuck on one that died)."""
     if not requests:
         return {}
-    found = consumer.offsets_for_times([TopicPartition(t, p, ts) for (t, p), ts in requests.items()],
-                                       timeout=METADATA_TIMEOUT_S)
-    result: dict[tuple[str, int], int | None] = {}
-    for tp in found:
-        if tp.error is not None:
-            raise KafkaException(tp.error)
-        result[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
-    return result
+    found = leader_lookups.offsets_for_times(consumer, requests, timeout_s=METADATA_TIMEOUT_S)
+    return {tp: offset if offset >= 0 else None for tp, offset in found.items()}
 
 
 # -- executor: one offset range -------------------------------------------------------------
@@ -221,7 +216,7 @@ def _after_error(consumer: Consumer, r: OffsetRange, position: int, err: KafkaEr
     if code == KafkaError._PARTITION_EOF:
         return position  # more may come (the range ends at or below the HW seen by the driver)
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        low, high = watermark_lookup.watermarks(consumer, r.topic, r.partition, timeout_s=METADATA_TIMEOUT_S)
+        low, high = leader_lookups.watermarks(consumer, r.topic, r.partition, timeout_s=METADATA_TIMEOUT_S)
         message = (f"offsets from {position} of {r.topic}-{r.partition} are gone (the log is now [{low}, {high})); "
                    f"the query wanted until {r.until_offset}")
         if fail_on_data_loss:

@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kafkalite import watermark_lookup
+from kafkalite import leader_lookups
 from kafkalite.cli import client_security
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
 
@@ -164,7 +164,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float 
                   "enable.partition.eof": True, "log_level": 3})
     try:
         deadline = time.monotonic() + timeout_s
-        low, high = watermark_lookup.watermarks(c, topic, partition, timeout_s=timeout_s, retries=int(timeout_s * 2),
+        low, high = leader_lookups.watermarks(c, topic, partition, timeout_s=timeout_s, retries=int(timeout_s * 2),
                                                 retry_interval_s=0.5)
         out: list[tuple[int, bytes]] = []
         if high <= low:

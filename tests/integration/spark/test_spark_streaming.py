@@ -151,31 +151,36 @@ def test_kill_9_of_a_partition_leader_under_a_query_loses_nothing(spark, spark_k
     wait_fully_replicated(spark_kafka, "k-in", 3)
 
 
-def test_the_driver_finds_a_new_leader_for_watermarks_after_a_kill_9(spark_kafka, boot):
-    """The driver's consumer learned the leader of w-0, then the leader was killed. librdkafka
-    would send every later ListOffsets to the dead broker in its metadata cache, each timing
-    out, for metadata.max.age.ms (kafkalite.watermark_lookup): the query's next triggers
-    would fail. The lookup must ask the new leader. No Spark session: this is the driver's
-    call, as each trigger makes it."""
+def test_the_drivers_offset_lookups_find_a_new_leader_after_a_kill_9(spark_kafka, boot):
+    """The driver's consumers learned the leader of w-0, then the leader was killed.
+    librdkafka would send every later ListOffsets (watermarks, offsets for timestamps) to
+    the dead broker in its metadata cache, each timing out, for metadata.max.age.ms
+    (kafkalite.leader_lookups): the query's next triggers would fail. The lookups must ask
+    the new leader. No Spark session: these are the driver's calls, as each trigger and a
+    query's start make them."""
     from kafkalite.spark import client
     from kafkalite.spark.offsets import Watermarks
 
     create_topic(boot, "w", partitions=1)
-    produce(boot, "w", 40, partitions=1)
+    acked = produce(boot, "w", 40, partitions=1)
     wait_fully_replicated(spark_kafka, "w", 1)
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": "w-driver"})
+    by_time = {("w", 0): next(a["timestamp"] for a in acked if a["offset"] == 10)}
+    marks, times = (Consumer({"bootstrap.servers": boot, "group.id": f"w-driver-{i}"}) for i in range(2))
     victim = None
     try:
-        assert client.watermarks_of(consumer, [("w", 0)]) == {("w", 0): Watermarks(0, 40)}
+        assert client.watermarks_of(marks, [("w", 0)]) == {("w", 0): Watermarks(0, 40)}
+        assert client.offsets_for_times(times, by_time) == {("w", 0): 10}
         victim = partition_view(spark_kafka, "w", 0)["leader"]
         spark_kafka.kill(victim)
         wait_until(lambda: (partition_view(spark_kafka, "w", 0) or {}).get("leader") not in (None, -1, victim), 30,
                    "a new leader of w-0")
         for _ in range(2):  # the second call as the next trigger's
-            assert client.watermarks_of(consumer, [("w", 0)], retries=3, retry_interval_ms=100) == \
+            assert client.watermarks_of(marks, [("w", 0)], retries=3, retry_interval_ms=100) == \
                 {("w", 0): Watermarks(0, 40)}
+            assert client.offsets_for_times(times, by_time) == {("w", 0): 10}
     finally:
-        consumer.close()
+        marks.close()
+        times.close()
         if victim is not None:
             spark_kafka.start(victim)
     wait_fully_replicated(spark_kafka, "w", 1)

@@ -1,4 +1,4 @@
-"""The retry policy of `kafkalite.watermark_lookup.watermarks` against a scripted consumer
+"""The retry policy of `kafkalite.leader_lookups` against a scripted consumer
 (the real librdkafka behaviour it answers is in tests/integration/spark/test_spark_streaming.py):
 each failed attempt re-reads the topic's metadata; a broker's retriable answer is asked again
 up to `retries` times, no answer until the deadline; anything else is raised at once."""
@@ -6,9 +6,9 @@ up to `retries` times, no answer until the deadline; anything else is raised at 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kafkalite import watermark_lookup
+from kafkalite import leader_lookups
 
 
 class Clock:
@@ -23,9 +23,9 @@ class Clock:
 
 
 class ScriptedConsumer:
-    """Each get_watermark_offsets call takes the next outcome: a pair, or an error code
-    (raised as KafkaException after `attempt` seconds, or the call's whole timeout for
-    _TIMED_OUT)."""
+    """Each lookup takes the next outcome: its answer (a pair of watermarks, or a dict of
+    offsets by partition), or an error code (raised as KafkaException after `attempt_s`
+    seconds, or the call's whole timeout for _TIMED_OUT)."""
 
     def __init__(self, clock: Clock, outcomes: list, attempt_s: float = 0.01) -> None:
         self.clock, self.outcomes, self.attempt_s = clock, list(outcomes), attempt_s
@@ -44,26 +44,34 @@ class ScriptedConsumer:
     def list_topics(self, topic, timeout):
         self.calls.append(("Metadata", topic))
 
+    def offsets_for_times(self, partitions, timeout):
+        self.calls.append(("ListOffsets", timeout))
+        outcome = self.outcomes.pop(0)
+        self.clock.now += timeout if outcome == KafkaError._TIMED_OUT else self.attempt_s
+        if isinstance(outcome, int):
+            raise KafkaException(KafkaError(outcome))
+        return [TopicPartition(tp.topic, tp.partition, outcome.get((tp.topic, tp.partition), -1)) for tp in partitions]
+
 
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(watermark_lookup.time, "monotonic", c.monotonic)
-    monkeypatch.setattr(watermark_lookup.time, "sleep", c.sleep)
+    monkeypatch.setattr(leader_lookups.time, "monotonic", c.monotonic)
+    monkeypatch.setattr(leader_lookups.time, "sleep", c.sleep)
     return c
 
 
 def test_a_timed_out_attempt_re_reads_metadata_and_the_next_one_answers(clock):
     consumer = ScriptedConsumer(clock, [KafkaError._TIMED_OUT, (3, 9)])
-    assert watermark_lookup.watermarks(consumer, "t", 0, timeout_s=30) == (3, 9)
-    assert consumer.calls == [("ListOffsets", watermark_lookup.ATTEMPT_TIMEOUT_S), ("Metadata", "t"),
-                              ("ListOffsets", watermark_lookup.ATTEMPT_TIMEOUT_S)]
+    assert leader_lookups.watermarks(consumer, "t", 0, timeout_s=30) == (3, 9)
+    assert consumer.calls == [("ListOffsets", leader_lookups.ATTEMPT_TIMEOUT_S), ("Metadata", "t"),
+                              ("ListOffsets", leader_lookups.ATTEMPT_TIMEOUT_S)]
 
 
 def test_no_answer_is_asked_again_until_the_deadline_and_no_attempt_outlives_it(clock):
     consumer = ScriptedConsumer(clock, [KafkaError._TIMED_OUT] * 20)
     with pytest.raises(KafkaException) as e:
-        watermark_lookup.watermarks(consumer, "t", 0, timeout_s=12, retries=0)
+        leader_lookups.watermarks(consumer, "t", 0, timeout_s=12, retries=0)
     assert e.value.args[0].code() == KafkaError._TIMED_OUT
     attempts = [t for what, t in consumer.calls if what == "ListOffsets"]
     assert len(attempts) == 3 and attempts[:2] == [5.0, 5.0] and 1.5 <= attempts[2] <= 2.0, attempts
@@ -73,11 +81,11 @@ def test_no_answer_is_asked_again_until_the_deadline_and_no_attempt_outlives_it(
 def test_a_leader_moving_is_asked_again_retries_times_then_raised(clock):
     moving = KafkaError.NOT_LEADER_FOR_PARTITION
     consumer = ScriptedConsumer(clock, [moving, moving, (0, 5)])
-    assert watermark_lookup.watermarks(consumer, "t", 1, timeout_s=30, retries=2, retry_interval_s=1.0) == (0, 5)
+    assert leader_lookups.watermarks(consumer, "t", 1, timeout_s=30, retries=2, retry_interval_s=1.0) == (0, 5)
     consumer = ScriptedConsumer(clock, [moving, moving, moving, (0, 5)])
     seen = []
     with pytest.raises(KafkaException):
-        watermark_lookup.watermarks(consumer, "t", 1, timeout_s=30, retries=2, retry_interval_s=1.0,
+        leader_lookups.watermarks(consumer, "t", 1, timeout_s=30, retries=2, retry_interval_s=1.0,
                                     on_retry=seen.append)
     assert len(seen) == 2 and consumer.calls.count(("Metadata", "t")) == 3
 
@@ -85,5 +93,12 @@ def test_a_leader_moving_is_asked_again_retries_times_then_raised(clock):
 def test_a_permanent_error_is_raised_at_once(clock):
     consumer = ScriptedConsumer(clock, [KafkaError.TOPIC_AUTHORIZATION_FAILED, (0, 1)])
     with pytest.raises(KafkaException):
-        watermark_lookup.watermarks(consumer, "t", 0, timeout_s=30, retries=5)
+        leader_lookups.watermarks(consumer, "t", 0, timeout_s=30, retries=5)
     assert [what for what, _ in consumer.calls] == ["ListOffsets", "Metadata"]
+
+
+def test_offsets_for_times_re_read_every_topic_asked_and_answer_per_partition(clock):
+    consumer = ScriptedConsumer(clock, [KafkaError._TRANSPORT, {("a", 0): 7, ("b", 1): 3}])
+    got = leader_lookups.offsets_for_times(consumer, {("a", 0): 100, ("b", 1): 100, ("b", 2): 10**12}, timeout_s=30)
+    assert got == {("a", 0): 7, ("b", 1): 3, ("b", 2): -1}
+    assert [c for c in consumer.calls if c[0] == "Metadata"] == [("Metadata", "a"), ("Metadata", "b")]
