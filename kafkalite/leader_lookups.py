@@ -26,10 +26,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 T = TypeVar("T")
 ATTEMPT_TIMEOUT_S = 5.0  # a ListOffsets round trip answers in milliseconds
 UNANSWERED_BACKOFF_S = 0.2  # between attempts that no broker answered (none may be reachable)
-# Errors that a later attempt may not see: a leader moving or unreachable, no answer yet.
+# Errors that a later attempt may not see: a leader moving or unreachable, no answer yet, or
+# a partition the cached metadata lacks (librdkafka answers _UNKNOWN_PARTITION from its
+# cache without asking; the metadata read after the failure mends that).
 _RETRIABLE = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-                        KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT})
+                        KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+                        KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART})
 # ... of which these mean no broker answered (the others are a broker's answer).
 _UNANSWERED = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 

@@ -657,6 +657,7 @@ class KafkaApis:
         await self.broker.metadata_updates.wait_until(preferred_lead, timeout_ms / 1000)
         return results
 
+
 def _too_many_partitions(n: int) -> str:
     return (f"Excessively large number of partitions per request: {n}, at most {MAX_PARTITIONS_PER_REQUEST} "
             "(create them in several requests)")

@@ -87,8 +87,8 @@ def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retr
         def retrying(e: KafkaException, topic=topic, partition=partition) -> None:
             log.info("watermarks of %s-%d: %s; asking again", topic, partition, e)
         low, high = leader_lookups.watermarks(consumer, topic, partition, timeout_s=METADATA_TIMEOUT_S,
-                                                retries=retries, retry_interval_s=retry_interval_ms / 1000,
-                                                on_retry=retrying)
+                                              retries=retries, retry_interval_s=retry_interval_ms / 1000,
+                                              on_retry=retrying)
         result[(topic, partition)] = Watermarks(low, high)
     return result
 

@@ -165,7 +165,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float 
     try:
         deadline = time.monotonic() + timeout_s
         low, high = leader_lookups.watermarks(c, topic, partition, timeout_s=timeout_s, retries=int(timeout_s * 2),
-                                                retry_interval_s=0.5)
+                                              retry_interval_s=0.5)
         out: list[tuple[int, bytes]] = []
         if high <= low:
             return out

@@ -102,3 +102,11 @@ def test_offsets_for_times_re_read_every_topic_asked_and_answer_per_partition(cl
     got = leader_lookups.offsets_for_times(consumer, {("a", 0): 100, ("b", 1): 100, ("b", 2): 10**12}, timeout_s=30)
     assert got == {("a", 0): 7, ("b", 1): 3, ("b", 2): -1}
     assert [c for c in consumer.calls if c[0] == "Metadata"] == [("Metadata", "a"), ("Metadata", "b")]
+
+
+def test_a_partition_missing_from_the_cached_metadata_is_asked_again_after_a_metadata_read(clock):
+    """librdkafka answers _UNKNOWN_PARTITION from its cache when that lists the topic without
+    the partition (the CI failure of stop 25): the metadata read after the failure mends it."""
+    consumer = ScriptedConsumer(clock, [KafkaError._UNKNOWN_PARTITION, (0, 4)])
+    assert leader_lookups.watermarks(consumer, "t", 3, timeout_s=30, retries=1) == (0, 4)
+    assert [what for what, _ in consumer.calls] == ["ListOffsets", "Metadata", "ListOffsets"]
