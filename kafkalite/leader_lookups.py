@@ -74,7 +74,7 @@ def asked_again(attempt: Callable[[float], T], consumer: Consumer, topics: Itera
         try:
             return attempt(attempt_s)
         except KafkaException as e:
-            _refresh(consumer, topics, attempt_s)
+            _refresh(consumer, topics, attempt_s)  # before raising too: the caller's next call asks afresh
             if not retriable(e):
                 raise
             if unanswered(e):

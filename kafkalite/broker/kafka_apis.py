@@ -460,7 +460,7 @@ class KafkaApis:
             {"name": t["name"], "error_code": results[t["name"]][0], "error_message": results[t["name"]][1]} for t in body["topics"]]}
 
     async def _partitions_to_add(self, name: str, count: int, assignments: list | None,
-                                 adding: int = 0) -> dict[int, list[int]]:
+                                 adding: int) -> dict[int, list[int]]:
         """Kafka's checks: a known topic, more partitions than now, not being reassigned; an
         explicit assignment lists live, distinct brokers, as many as the topic's replication
         factor, per new partition. Without one, placement continues the topic's round robin
@@ -483,13 +483,12 @@ class KafkaApis:
             raise fail(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} has partitions being reassigned")
         if adding + count - n > MAX_PARTITIONS_PER_REQUEST:
             raise fail(ErrorCode.POLICY_VIOLATION, _too_many_partitions(adding + count - n))
-        adds = await self._new_partitions(name, current, count, assignments)
+        adds = self._new_partitions(current, count, assignments)
         check_write_size(zk_paths.topic_path(name), encode_topic_assignment(
             dataclasses.replace(current, partitions={**current.partitions, **adds})))
         return adds
 
-    async def _new_partitions(self, name: str, current: TopicAssignment, count: int,
-                              assignments: list | None) -> dict[int, list[int]]:
+    def _new_partitions(self, current: TopicAssignment, count: int, assignments: list | None) -> dict[int, list[int]]:
         n = len(current.partitions)
         rf = len(current.partitions[0])
         live = sorted(self.cache.brokers)
