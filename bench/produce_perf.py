@@ -66,6 +66,7 @@ TOPIC_READY_TIMEOUT_S = 60.0
 COMPARE_PARTITIONS = 6
 THROTTLE_EVERY = 100  # records between delivery-report polls / --throughput checks
 THROTTLE_STEP_S = 0.002  # with --throughput: check the pace about this often
+POLL_WAIT_MIN_S = 0.001  # the shortest wait poll() blocks for (it counts whole milliseconds)
 
 
 # -- cluster and topic --------------------------------------------------------------------
@@ -227,7 +228,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, acks: str, max_seconds: float,
-                 label: str, throughput: float = -1, extra: dict | None = None, linger_ms: float = 5) -> Result:
+                 label: str, throughput: float = -1, extra: dict | None = None, linger_ms: float = 5,
+                 timeline: bool = False) -> Result:
     config = {
         "bootstrap.servers": boot, "acks": acks, "linger.ms": linger_ms, "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
@@ -249,11 +251,14 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
     latencies: list[float] = []
     failures: list = []
     last_delivery = [0.0]
+    sent_at: list[tuple[float, float]] = []  # (when produced, latency), for --timeline
 
     def on_delivery(err, msg):
         last_delivery[0] = time.perf_counter()
         if err is None:
             latencies.append(msg.latency())
+            if timeline:
+                sent_at.append((last_delivery[0] - msg.latency(), msg.latency()))
         else:
             failures.append(err)
 
@@ -284,8 +289,13 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
                 break
             # Ahead of --throughput: wait. poll() returns as soon as it served one delivery
             # report, so it is called until the time has come (else the rate overshoots).
+            # It waits in whole milliseconds (confluent-kafka truncates the timeout), so a
+            # wait under 1 ms is asked as 1 ms: poll(0) would return at once, and the loop
+            # would spin on a CPU the brokers need until the time came (0.4 of a core at
+            # 500 records/s). Delivery reports still end the wait as they come, so they
+            # are served (and their latency taken) as promptly as before.
             while throughput > 0 and start + sent / throughput > now:
-                poll(start + sent / throughput - now)
+                poll(max(start + sent / throughput - now, POLL_WAIT_MIN_S))
                 now = time.perf_counter()
     left = producer.flush(FLUSH_GRACE_S)
     elapsed = max(last_delivery[0] - start, 1e-9)
@@ -297,6 +307,8 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
         run, wait = (a - b for a, b in zip(client_scheduler_seconds(), client_before))
         print(f"# {label}, broker side:\n{broker_report(before, broker_snapshot())}\n"
               f"#   this client's threads: {run:.2f} s on a CPU, {wait:.2f} s runnable but waiting for one", file=sys.stderr)
+    if timeline:
+        print_timeline(label, start, sent_at)
     latencies.sort()
     ms = 1000.0
     return Result(label=label, records=len(latencies), failed=len(failures), seconds=elapsed,
@@ -304,6 +316,30 @@ def run_producer(boot: str, topic: str, *, num_records: int, record_size: int, a
                   p50_ms=percentile(latencies, 0.50) * ms, p95_ms=percentile(latencies, 0.95) * ms,
                   p99_ms=percentile(latencies, 0.99) * ms, max_ms=(latencies[-1] if latencies else float("nan")) * ms,
                   p999_ms=percentile(latencies, 0.999) * ms, capped=capped)
+
+
+def print_timeline(label: str, start: float, sent_at: list[tuple[float, float]], window_s: float = 1.0) -> None:
+    """Per `window_s` of the run (by when each record was produced): how many, their p50,
+    p99 and max latency, and how many took over 10 ms; then the ten worst 100 ms windows.
+    A tail made of a few stalls shows as a few bad windows; a tail from steady queueing
+    as every window's p99 being high."""
+    def stats(lat: list[float]) -> str:
+        lat.sort()
+        return (f"n={len(lat):>6} p50 {percentile(lat, 0.5) * 1000:7.1f}  p99 {percentile(lat, 0.99) * 1000:7.1f}  "
+                f"max {lat[-1] * 1000:7.1f} ms  >10 ms: {sum(1 for x in lat if x > 0.010):>5}")
+
+    by_window: dict[int, list[float]] = {}
+    fine: dict[int, list[float]] = {}
+    for at, latency in sent_at:
+        by_window.setdefault(int((at - start) / window_s), []).append(latency)
+        fine.setdefault(int((at - start) / 0.1), []).append(latency)
+    print(f"# {label}: timeline (by time produced)", file=sys.stderr)
+    for w in sorted(by_window):
+        print(f"#   {w * window_s:6.1f} s  {stats(by_window[w])}", file=sys.stderr)
+    worst = sorted(fine, key=lambda w: max(fine[w]), reverse=True)[:10]
+    print("#   the ten worst 100 ms windows:", file=sys.stderr)
+    for w in sorted(worst):
+        print(f"#   {w * 0.1:6.1f} s  {stats(fine[w])}", file=sys.stderr)
 
 
 # -- output -------------------------------------------------------------------------------
@@ -325,7 +361,8 @@ def single(args: argparse.Namespace, boot: str) -> list[Result]:
     label = f"{args.topic} acks={args.acks}"
     return [run_producer(boot, args.topic, num_records=args.num_records, record_size=args.record_size,
                          acks=args.acks, max_seconds=args.max_seconds, label=label, throughput=args.throughput,
-                         linger_ms=args.linger_ms, extra={"enable.idempotence": False} if args.no_idempotence else None)]
+                         linger_ms=args.linger_ms, extra={"enable.idempotence": False} if args.no_idempotence else None,
+                         timeline=args.timeline)]
 
 
 COMPARE_SCENARIOS = (
@@ -388,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="RF3 acks=all vs RF3 acks=1 vs RF1 acks=1 vs RF1 acks=all vs RF3 acks=all not idempotent (needs >= 3 brokers)")
     parser.add_argument("--repeat", type=int, default=1, help="with --compare: rounds over the scenarios; the median is reported")
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    parser.add_argument("--timeline", action="store_true", help="(single-scenario runs) latency per second of the run, "
+                        "and the ten worst 100 ms windows: stalls or steady queueing")
     args = parser.parse_args(argv)
     if args.local is not None and args.local < 1:
         parser.error("--local needs at least 1 broker")
