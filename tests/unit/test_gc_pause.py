@@ -147,3 +147,38 @@ def test_a_block_that_leaves_many_objects_alive_freezes_them_and_a_small_one_doe
         assert gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+def test_the_start_up_settle_is_the_full_one_so_the_next_settles_walk_only_what_is_new():
+    """Issue 13: a process's first settle walks its whole heap. `settle_now` does it at
+    start-up (before the broker registers); the settle that bulk work asks for later is
+    then incremental, not the full one that stalled every broker of a fresh cluster 10 s
+    after start-up, under traffic."""
+    import time
+    import weakref
+
+    from kafkalite import gc_pause
+
+    class Node:
+        pass
+
+    gc_pause._settled_at = float("-inf")  # (a fresh process's state)
+    gc_pause._fully_settled_at = float("-inf")
+    gc_pause._bulk_ended_at = None
+    try:
+        cycle = Node()
+        cycle.me = cycle
+        alive = weakref.ref(cycle)
+        assert gc_pause.settle_now() >= 0
+        assert gc.get_freeze_count() > 0  # the start-up heap is frozen: later collections skip it
+        assert alive() is not None  # (alive when frozen)
+        del cycle
+        t = time.monotonic()
+        assert gc_pause.settle_if_due(t + gc_pause.SETTLE_QUIET_S) is None  # no bulk work since: nothing due
+        gc_pause._bulk_ended_at = t  # bulk work ended at t
+        assert gc_pause.settle_if_due(t + gc_pause.SETTLE_QUIET_S) is None  # within the interval of the start-up settle
+        later = t + gc_pause.SETTLE_INTERVAL_MIN_S
+        assert gc_pause.settle_if_due(later) is not None
+        assert alive() is not None  # incremental: the frozen start-up heap was not walked
+    finally:
+        gc.unfreeze()
