@@ -56,6 +56,49 @@ def spawn(coro, *, name: str, owner: set[asyncio.Task]) -> asyncio.Task:
     return task
 
 
+class Wakeup:
+    """asyncio.Event for a hot path: `wait(timeout_s)` parks on a plain future with a timer
+    (asyncio.wait_for on Python 3.11 wraps Event.wait() in a task of its own: a task, a
+    timer and two more loop turns for every wait). Returns whether it was set."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self, timeout_s: float) -> bool:
+        if self._set:
+            return True
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        timer = loop.call_later(max(timeout_s, 0.0), _expire, fut)
+        self._waiters.append(fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._waiters.remove(fut)
+        return self._set
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class StreamServer:
     """A listening socket whose connection tasks it owns: `close()` stops accepting and
     cancels and awaits every open connection. Subclasses implement `handle_connection`."""

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kafkalite.aio import Wakeup
 from kafkalite.broker.delayed import DelayedOperations
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.broker.partition import Partition
@@ -81,7 +82,7 @@ class ReplicaManager:
         self.topic_configs = self.core.topic_configs
         self.delayed = DelayedOperations(settings["purgatory.max.size"], self.partitions.get)
         self.fetch_sessions = FetchSessions()  # followers' incremental fetches of what we lead
-        self._session_waiters: dict[int, asyncio.Event] = {}
+        self._session_waiters: dict[int, Wakeup] = {}
         self.fetchers: FetcherManager | None = None  # set by the broker
         self.alter_isr_due: Callable[[], None] = lambda: None  # set by the broker: wakes its AlterIsr sender
         # Set by the broker: its metadata cache's view of a partition (live brokers and
@@ -438,7 +439,7 @@ class ReplicaManager:
         deadline = monotonic_ms() + max_wait_ms
         results: dict[tuple[str, int], dict[str, Any]] = {}
         total = 0
-        waiter = self._session_waiters.setdefault(session.session_id, asyncio.Event())
+        waiter = self._session_waiters.setdefault(session.session_id, Wakeup())
         try:
             while True:
                 reqs = [(tp, {"fetch_offset": sp.fetch_offset, "max_bytes": partition_max_bytes,
@@ -452,10 +453,8 @@ class ReplicaManager:
                 remaining = deadline - monotonic_ms()
                 if total >= min_bytes or answer_now or remaining <= 0:
                     break
-                try:
-                    await asyncio.wait_for(waiter.wait(), remaining / 1000)
-                except TimeoutError:
-                    break
+                if not await waiter.wait(remaining / 1000):
+                    break  # max_wait passed
                 to_read = session.take_dirty()
         finally:
             if self._session_waiters.get(session.session_id) is waiter:

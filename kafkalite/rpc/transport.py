@@ -103,7 +103,6 @@ class RpcServer(StreamServer):
             writer.close()
             return
         pending: set[asyncio.Task] = set()
-        lock = asyncio.Lock()
 
         async def run_one(header: dict[str, Any], payload: memoryview) -> None:
             cid = header.get("correlation_id")
@@ -116,14 +115,15 @@ class RpcServer(StreamServer):
                 writer.close()
                 return
             resp["correlation_id"] = cid
-            async with lock:
-                if writer.is_closing():
-                    return  # the peer went away; nobody waits for this answer
-                try:
-                    writer.writelines(encode_frame(resp, resp_payload))
-                    await writer.drain()
-                except (ConnectionError, OSError, RuntimeError):
-                    writer.close()
+            if writer.is_closing():
+                return  # the peer went away; nobody waits for this answer
+            try:
+                # One writelines puts the whole frame in the transport's buffer, so answers
+                # never interleave; concurrent drains are allowed (each waits for room).
+                writer.writelines(encode_frame(resp, resp_payload))
+                await writer.drain()
+            except (ConnectionError, OSError, RuntimeError):
+                writer.close()
 
         try:
             while True:
@@ -148,6 +148,15 @@ class RpcServer(StreamServer):
             for t in list(pending):
                 t.cancel()
             writer.close()
+
+
+class _CallTimedOut(Exception):
+    """A call's deadline passed before its answer came (RpcClient.call turns it into RpcError)."""
+
+
+def _time_out(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_CallTimedOut())
 
 
 class RpcClient:
@@ -265,21 +274,27 @@ class RpcClient:
         header.setdefault("version", 0)
         header["correlation_id"] = cid
         header["sender"] = self.sender
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
         self._pending[cid] = fut
+        timer: asyncio.TimerHandle | None = None
         try:
             writer.writelines(encode_frame(header, payload))
             await writer.drain()
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-            # races the answer, and a cancelled fetcher would then never stop.
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await fut
-        except TimeoutError:
+            # The answer's deadline is a timer that fails the future, which is awaited
+            # directly: a cancellation of the caller always ends the wait (wait_for on 3.11
+            # can swallow one that races the answer, and a cancelled fetcher would then never
+            # stop), and no Timeout context is built per call (a ReplicaFetch per append).
+            timer = loop.call_later(timeout_ms / 1000, _time_out, fut)
+            return await fut
+        except _CallTimedOut:
             raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
         except (ConnectionError, OSError) as e:
             self._drop_connection(RpcError(str(e)))
             raise RpcError(f"{api} to {self.host}:{self.port} failed: {e}") from None
         finally:
+            if timer is not None:
+                timer.cancel()
             self._pending.pop(cid, None)
 
     async def close(self) -> None:
