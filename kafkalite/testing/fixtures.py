@@ -163,7 +163,7 @@ def cluster_factory(zk_connect: str, tmp_path) -> Iterator[Callable[..., LocalCl
     finally:
         for c in clusters:
             try:
-                c.down()
+                c.down(graceful=False)  # the test is over: no controlled shutdowns (~1 s per cluster)
             except Exception:  # noqa: BLE001 - keep stopping the others
                 pass
 
@@ -185,7 +185,7 @@ def module_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPath
         c.up()
         yield c
     finally:
-        c.down()
+        c.down(graceful=False)
 
 
 @pytest.fixture
