@@ -67,9 +67,6 @@ class Wakeup:
         self._set = False
         self._waiters: list[asyncio.Future] = []
 
-    def is_set(self) -> bool:
-        return self._set
-
     def set(self) -> None:
         self._set = True
         for fut in self._waiters:
