@@ -129,6 +129,11 @@ def settle_if_due(now: float | None = None) -> float | None:
         full = now - _fully_settled_at >= SETTLE_FULL_INTERVAL_S
         if full:
             _fully_settled_at = now
+    return _settle(full)
+
+
+def _settle(full: bool) -> float:
+    """Collect and freeze the survivors; `full` unfreezes first. Returns the seconds it took."""
     started = time.perf_counter()
     if full:
         gc.unfreeze()  # what died in a cycle since it was frozen is found again
@@ -150,11 +155,7 @@ def settle_now() -> float:
     with _lock:
         _bulk_ended_at = None
         _settled_at = _fully_settled_at = now
-    started = time.perf_counter()
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-    return time.perf_counter() - started
+    return _settle(full=True)
 
 
 def depth() -> int:

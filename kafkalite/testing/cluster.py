@@ -611,7 +611,13 @@ class LocalCluster:
         self._reload()
         errors = []
         brokers = self.state.get("brokers", [])
-        if not graceful:
+        if graceful:
+            for b in brokers:
+                try:
+                    self.stop_broker(b["id"], timeout_s=15)
+                except Exception as e:  # noqa: BLE001
+                    errors.append(f"broker {b['id']}: {e}")
+        else:
             for b in brokers:
                 if pid_alive(b.get("pid")):
                     with contextlib.suppress(ProcessLookupError):
@@ -619,11 +625,6 @@ class LocalCluster:
             for b in brokers:
                 if pid_alive(b.get("pid")) and not wait_pid_exit(b["pid"], 10):
                     errors.append(f"broker {b['id']}: pid {b['pid']} still alive 10 s after SIGKILL")
-        for b in brokers if graceful else ():
-            try:
-                self.stop_broker(b["id"], timeout_s=15)
-            except Exception as e:  # noqa: BLE001
-                errors.append(f"broker {b['id']}: {e}")
         zk = self.state.get("zookeeper", {})
         for zk_pid in [m["pid"] for m in zk.get("members", [])] or [zk.get("pid")]:
             if zk_pid and pid_alive(zk_pid):
