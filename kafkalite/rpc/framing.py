@@ -31,7 +31,7 @@ def encode_frame(header: dict[str, Any], payload: bytes | bytearray | memoryview
     return [prefix]
 
 
-def decode_frame(frame: bytes | memoryview) -> tuple[dict[str, Any], memoryview]:
+def decode_frame(frame: bytes) -> tuple[dict[str, Any], memoryview]:
     """Split a frame body (without its length prefix) into header map and payload view."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(frame) + 1)
     unpacker.feed(frame)

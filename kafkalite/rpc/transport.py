@@ -1,4 +1,4 @@
-"""Inter-broker RPC over asyncio Protocols: one connection per (source, destination) pair,
+"""Inter-broker RPC over asyncio streams: one connection per (source, destination) pair,
 many requests in flight, matched by correlation id (DESIGN.md section 4).
 
 Request headers carry `api`, `version`, `correlation_id`, `sender` and the fencing epochs
@@ -19,11 +19,10 @@ import logging
 import os
 import socket
 import struct
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from kafkalite.aio import cancel_and_wait
+from kafkalite.aio import StreamServer, cancel_and_wait
 from kafkalite.rpc import auth
 from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
 
@@ -45,305 +44,110 @@ class RpcConnectRefused(RpcError):
     or not started yet)."""
 
 
-class _FrameConnection(asyncio.Protocol):
-    """One RPC connection as an asyncio Protocol: `data_received` cuts the length-prefixed
-    frames out of what arrives and hands each to `on_frame` at once, and writes are flow
-    controlled (`drain`). Issue 13: a stream reader costs two awaits and a task wake-up per
-    frame (readexactly of the prefix, then of the body), and a fetch round trip is a frame
-    each way per follower per append; this is the same work with neither.
-
-    Until `on_frame` is set, frames wait in an inbox that `next_frame()` reads: the
-    authentication handshake runs there, and whatever the peer sent right behind it is
-    handled in order once it passed. The first `small_frames` frames may be at most
-    AUTH_FRAME_BYTES_MAX (handshake frames are small); later ones `frame_bytes_max`."""
-
-    def __init__(self, frame_bytes_max: int, *, small_frames: int = 0):
-        self.transport: asyncio.Transport | None = None
-        self.on_frame: Callable[[memoryview], None] | None = None
-        self.lost = False
-        self.closed_because: str | None = None  # why this side closed it (a malformed frame)
-        self._frame_bytes_max = frame_bytes_max
-        self._small_frames = small_frames
-        self._buf = bytearray()
-        self._need = 4  # bytes `_buf` must hold before a frame can be complete
-        self._inbox: list[memoryview] = []
-        self._inbox_waiter: asyncio.Future | None = None
-        self.writing_paused = False
-        self._drain_waiters: list[asyncio.Future] = []
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # (uvloop's are not asyncio.Transport subclasses)
-
-    def data_received(self, data: bytes) -> None:
-        if self._buf:
-            self._buf += data
-            if len(self._buf) < self._need:
-                return  # a large frame still coming: no copy until it is whole
-            data = bytes(self._buf)
-            self._buf.clear()
-        pos, end = 0, len(data)
-        need = 4
-        try:
-            while end - pos >= 4:
-                (size,) = _LEN.unpack_from(data, pos)
-                limit = AUTH_FRAME_BYTES_MAX if self._small_frames > 0 else self._frame_bytes_max
-                if size > limit:
-                    raise MalformedFrameError(f"frame of {size} bytes exceeds {limit}")
-                if end - pos - 4 < size:
-                    need = 4 + size
-                    break
-                frame = memoryview(data)[pos + 4 : pos + 4 + size]  # the payload handed on is a view: no copy
-                pos += 4 + size
-                if self._small_frames > 0:
-                    self._small_frames -= 1
-                if self.on_frame is not None:
-                    self.on_frame(frame)
-                else:
-                    self._inbox.append(frame)
-                    _resolve(self._inbox_waiter)
-                if self.lost or self.transport is None or self.transport.is_closing():
-                    return  # the frame's handler closed the connection
-        except MalformedFrameError as e:
-            self.on_malformed(str(e))
-            return
-        self._need = need
-        if pos < end:
-            self._buf += memoryview(data)[pos:]
-
-    def on_malformed(self, reason: str) -> None:
-        self.close_for(reason)
-
-    def close_for(self, reason: str) -> None:
-        """Close this connection, saying why (a malformed frame, a failed handler)."""
-        if self.closed_because is None:
-            self.closed_because = reason
-        if self.transport is not None:
-            self.transport.close()
-
-    async def next_frame(self) -> memoryview:
-        """The next frame from the inbox (while `on_frame` is unset); ConnectionError if
-        the connection ends first."""
-        while not self._inbox:
-            if self.lost:
-                raise ConnectionError(self.closed_because or "connection closed")
-            self._inbox_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._inbox_waiter
-            finally:
-                self._inbox_waiter = None
-        return self._inbox.pop(0)
-
-    def handle_inbox_with(self, on_frame: Callable[[memoryview], None]) -> None:
-        """From now on frames go to `on_frame`, starting with those already in the inbox."""
-        self.on_frame = on_frame
-        waiting, self._inbox = self._inbox, []
-        for frame in waiting:
-            if self.lost or self.transport is None or self.transport.is_closing():
-                return
-            on_frame(frame)
-
-    def write(self, chunks: list[bytes]) -> None:
-        """Queue a whole frame (one writelines: frames never interleave)."""
-        if self.lost or self.transport is None or self.transport.is_closing():
-            raise ConnectionResetError(self.closed_because or "connection closed")
-        self.transport.writelines(chunks)
-
-    async def drain(self) -> None:
-        """Wait while the transport's buffer is over its high-water mark."""
-        if not self.writing_paused:
-            return
-        if self.lost:
-            raise ConnectionResetError("connection closed")
-        fut = asyncio.get_running_loop().create_future()
-        self._drain_waiters.append(fut)
-        await fut
-
-    def pause_writing(self) -> None:
-        self.writing_paused = True
-
-    def resume_writing(self) -> None:
-        self.writing_paused = False
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for fut in waiters:
-            _resolve(fut)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.writing_paused = False
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_exception(ConnectionResetError("connection closed"))
-        _resolve(self._inbox_waiter)
+async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> bytes | None:
+    try:
+        head = await reader.readexactly(4)
+    except asyncio.IncompleteReadError:
+        return None
+    (size,) = _LEN.unpack(head)
+    if size > frame_bytes_max:
+        raise MalformedFrameError(f"frame of {size} bytes exceeds {frame_bytes_max}")
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        return None
 
 
-def _resolve(fut: asyncio.Future | None) -> None:
-    if fut is not None and not fut.done():
-        fut.set_result(None)
+async def _read_message(reader: asyncio.StreamReader) -> dict[str, Any]:
+    """One handshake frame's header map (handshake frames are small and carry no payload)."""
+    frame = await _read_frame(reader, AUTH_FRAME_BYTES_MAX)
+    if frame is None:
+        raise auth.RpcAuthError("connection closed during the handshake")
+    header, _ = decode_frame(frame)
+    return header
 
 
 AUTH_FRAME_BYTES_MAX = 4096
 
 
-class _ServerConnection(_FrameConnection):
-    """One accepted connection: each request runs in a task of its own (a ReplicaFetch
-    parks until there is something to answer), answers go back as they are ready."""
+class RpcServer(StreamServer):
+    def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX, secret: bytes | None = None):
+        super().__init__()
+        self._handler = handler
+        self._frame_bytes_max = frame_bytes_max
+        self._secret = secret
+        self.auth_failures = 0
 
-    def __init__(self, server: RpcServer):
-        super().__init__(server._frame_bytes_max, small_frames=2 if server._secret is not None else 0)
-        self.server = server
-        self.peer: Any = None
-        self.pending: set[asyncio.Task] = set()
-        self._reading_paused = False
-        self._auth_task: asyncio.Task | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.peer = transport.get_extra_info("peername")
-        self.server._conns.add(self)
-        if self.server._secret is not None:
-            self._auth_task = asyncio.get_running_loop().create_task(self._authenticate())
-        else:
-            self.on_frame = self._dispatch
-
-    async def _authenticate(self) -> None:
-        secret = self.server._secret
-        assert secret is not None
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any) -> bool:
+        assert self._secret is not None
         try:
             async with asyncio.timeout(auth.HANDSHAKE_TIMEOUT_S):
-                client_nonce, challenge = auth.server_challenge(secret, _header_of(await self.next_frame()), auth.new_nonce())
-                self.write(encode_frame(challenge))
-                await self.drain()
-                auth.server_finish(secret, client_nonce, challenge["server_nonce"], _header_of(await self.next_frame()))
-            self.handle_inbox_with(self._dispatch)
-            return
+                client_nonce, challenge = auth.server_challenge(self._secret, await _read_message(reader), auth.new_nonce())
+                writer.writelines(encode_frame(challenge))
+                await writer.drain()
+                auth.server_finish(self._secret, client_nonce, challenge["server_nonce"], await _read_message(reader))
+            return True
         except (auth.RpcAuthError, MalformedFrameError) as e:
             reason = str(e)
         except TimeoutError:
             reason = f"no handshake within {auth.HANDSHAKE_TIMEOUT_S:g} s"
         except (ConnectionError, OSError) as e:
             reason = f"connection failed during the handshake: {e}"
-        self.server.auth_failures += 1
-        log.warning("closing rpc connection from %s: authentication failed (%s)", self.peer, reason)
-        assert self.transport is not None
-        self.transport.close()
+        self.auth_failures += 1
+        log.warning("closing rpc connection from %s: authentication failed (%s)", peer, reason)
+        return False
 
-    def on_malformed(self, reason: str) -> None:
-        log.warning("closing rpc connection from %s: %s", self.peer, reason)
-        self.close_for(reason)
+    async def handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        if self._secret is not None and not await self._authenticate(reader, writer, peer):
+            writer.close()
+            return
+        pending: set[asyncio.Task] = set()
 
-    def _dispatch(self, frame: memoryview) -> None:
+        async def run_one(header: dict[str, Any], payload: memoryview) -> None:
+            cid = header.get("correlation_id")
+            try:
+                resp, resp_payload = await self._handler(header, payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a programmer error: logged, never answered as a wire code
+                log.exception("rpc handler failed for %s from %s; closing the connection", header.get("api"), peer)
+                writer.close()
+                return
+            resp["correlation_id"] = cid
+            if writer.is_closing():
+                return  # the peer went away; nobody waits for this answer
+            try:
+                # One writelines puts the whole frame in the transport's buffer, so answers
+                # never interleave; concurrent drains are allowed (each waits for room).
+                writer.writelines(encode_frame(resp, resp_payload))
+                await writer.drain()
+            except (ConnectionError, OSError, RuntimeError):
+                writer.close()
+
         try:
-            header, payload = decode_frame(frame)
-            if not isinstance(header.get("api"), str) or not isinstance(header.get("correlation_id"), int):
-                raise MalformedFrameError("header lacks api or correlation_id")
+            while True:
+                frame = await _read_frame(reader, self._frame_bytes_max)
+                if frame is None:
+                    break
+                header, payload = decode_frame(frame)
+                if not isinstance(header.get("api"), str) or not isinstance(header.get("correlation_id"), int):
+                    raise MalformedFrameError("header lacks api or correlation_id")
+                if len(pending) >= RPC_IN_FLIGHT_MAX:
+                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                t = asyncio.create_task(run_one(header, payload))
+                pending.add(t)
+                t.add_done_callback(pending.discard)
         except MalformedFrameError as e:
-            self.on_malformed(str(e))
-            return
-        # The request runs at once, here: most answers need no wait (a ReplicaFetch with
-        # records ready, a Ping), and those go out without a task. One that waits (a
-        # ReplicaFetch parked until the next append) goes on in a task from where it is.
-        run = self._run_one(header, payload)
-        try:
-            awaiting = run.send(None)
-        except StopIteration:
-            return
-        task = asyncio.get_running_loop().create_task(_carry_on(run, awaiting))
-        self.pending.add(task)
-        task.add_done_callback(self._one_done)
-        if len(self.pending) >= RPC_IN_FLIGHT_MAX and not self._reading_paused:
-            assert self.transport is not None
-            self.transport.pause_reading()  # no more requests read until one is answered
-            self._reading_paused = True
-
-    def _one_done(self, task: asyncio.Task) -> None:
-        self.pending.discard(task)
-        if self._reading_paused and len(self.pending) < RPC_IN_FLIGHT_MAX and not self.lost:
-            assert self.transport is not None
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    async def _run_one(self, header: dict[str, Any], payload: memoryview) -> None:
-        cid = header.get("correlation_id")
-        try:
-            resp, resp_payload = await self.server._handler(header, payload)
+            log.warning("closing rpc connection from %s: %s", peer, e)
+        except (ConnectionError, OSError):
+            pass
         except asyncio.CancelledError:
-            raise
-        except Exception:  # a programmer error: logged, never answered as a wire code
-            log.exception("rpc handler failed for %s from %s; closing the connection", header.get("api"), self.peer)
-            self.close_for("handler failed")
-            return
-        resp["correlation_id"] = cid
-        try:
-            self.write(encode_frame(resp, resp_payload))
-            await self.drain()
-        except (ConnectionError, OSError, RuntimeError):
-            if self.transport is not None:
-                self.transport.close()  # the peer went away; nobody waits for this answer
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.server._conns.discard(self)
-        for task in list(self.pending):
-            task.cancel()
-        if self._auth_task is not None:
-            self._auth_task.cancel()
-
-    def tasks(self) -> list[asyncio.Task]:
-        return [*self.pending, *([self._auth_task] if self._auth_task is not None else [])]
-
-
-@types.coroutine
-def _carry_on(coro: Coroutine[Any, Any, Any], awaiting: Any) -> Generator[Any, Any, Any]:
-    """Go on running `coro`, which was started outside any task and is now awaiting
-    `awaiting` (what it yielded: the future it waits on), as a task's coroutine: what the
-    task sends or throws in (the future's outcome, a cancellation) is passed on to it.
-    Python 3.12's eager tasks do this; 3.11 has none."""
-    while True:
-        try:
-            sent = yield awaiting
-        except BaseException as e:  # noqa: BLE001 - a cancellation (or whatever else) thrown into the task goes on to coro
-            try:
-                awaiting = coro.throw(e)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                awaiting = coro.send(sent)
-            except StopIteration as done:
-                return done.value
-
-
-def _header_of(frame: memoryview) -> dict[str, Any]:
-    header, _ = decode_frame(frame)
-    return header
-
-
-class RpcServer:
-    """The inter-broker listener. `close()` stops accepting, closes every connection and
-    cancels and awaits the requests they were handling."""
-
-    def __init__(self, handler: Handler, *, frame_bytes_max: int = RPC_FRAME_BYTES_MAX, secret: bytes | None = None):
-        self._handler = handler
-        self._frame_bytes_max = frame_bytes_max
-        self._secret = secret
-        self._server: asyncio.AbstractServer | None = None
-        self._conns: set[_ServerConnection] = set()
-        self.auth_failures = 0
-
-    async def start(self, host: str, port: int) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        conns = list(self._conns)
-        tasks = [t for c in conns for t in c.tasks()]
-        for c in conns:
-            if c.transport is not None:
-                c.transport.close()
-        await cancel_and_wait(tasks)
+            pass
+        finally:
+            for t in list(pending):
+                t.cancel()
+            writer.close()
 
 
 class _CallTimedOut(Exception):
@@ -353,26 +157,6 @@ class _CallTimedOut(Exception):
 def _time_out(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_exception(_CallTimedOut())
-
-
-class _ClientConnection(_FrameConnection):
-    def __init__(self, client: RpcClient):
-        super().__init__(RPC_FRAME_BYTES_MAX, small_frames=1 if client._secret is not None else 0)
-        self.client = client
-
-    def answer(self, frame: memoryview) -> None:
-        try:
-            header, payload = decode_frame(frame)
-        except MalformedFrameError as e:
-            self.close_for(str(e))
-            return
-        fut = self.client._pending.pop(header.get("correlation_id"), None)
-        if fut is not None and not fut.done():
-            fut.set_result((header, payload))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.client._connection_lost(self, exc)
 
 
 class RpcClient:
@@ -387,7 +171,8 @@ class RpcClient:
         self.on_drop = on_drop  # called when an established connection ends (not on close())
         self._cids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
-        self._conn: _ClientConnection | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
         self._connect_lock = asyncio.Lock()
         self._closed = False
 
@@ -396,74 +181,67 @@ class RpcClient:
             self.host, self.port = host, port
             self._drop_connection(RpcError("peer address changed"))
 
-    def _usable(self) -> _ClientConnection | None:
-        conn = self._conn
-        if conn is not None and not conn.lost and conn.transport is not None and not conn.transport.is_closing():
-            return conn
-        return None
-
-    async def _ensure_connected(self) -> _ClientConnection:
-        conn = self._usable()
-        if conn is not None:
-            return conn
+    async def _ensure_connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
         async with self._connect_lock:
-            conn = self._usable()
-            if conn is not None:
-                return conn
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
             if self._closed:
                 raise RpcError("client closed")
-            loop = asyncio.get_running_loop()
             try:
-                _, conn = await loop.create_connection(lambda: _ClientConnection(self), self.host, self.port)
+                reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
             except ConnectionRefusedError as e:
                 raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             except OSError as e:
                 raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
-            assert isinstance(conn, _ClientConnection)
             if self._secret is not None:
-                await self._authenticate(conn)
-            conn.handle_inbox_with(conn.answer)
-            if self._closed:  # closed while connecting
-                assert conn.transport is not None
-                conn.transport.close()
-                raise RpcError("client closed")
-            self._conn = conn
-            return conn
+                await self._authenticate(reader, writer)
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+            return writer
 
-    async def _authenticate(self, conn: _ClientConnection) -> None:
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """The client half of kafkalite.rpc.auth's handshake; RpcError (connection closed)
         when the server does not prove it holds the secret, or closes on us."""
         assert self._secret is not None
         nonce = auth.new_nonce()
         try:
             async with asyncio.timeout(auth.HANDSHAKE_TIMEOUT_S):
-                conn.write(encode_frame(auth.client_hello(nonce, self.sender)))
-                await conn.drain()
-                conn.write(encode_frame(auth.client_finish(self._secret, nonce, _header_of(await conn.next_frame()))))
-                await conn.drain()
+                writer.writelines(encode_frame(auth.client_hello(nonce, self.sender)))
+                await writer.drain()
+                writer.writelines(encode_frame(auth.client_finish(self._secret, nonce, await _read_message(reader))))
+                await writer.drain()
         except (auth.RpcAuthError, MalformedFrameError, TimeoutError, ConnectionError, OSError) as e:
-            assert conn.transport is not None
-            conn.transport.close()
+            writer.close()
             log.warning("rpc handshake with %s:%d failed: %s", self.host, self.port, e or type(e).__name__)
             raise RpcError(f"authentication with {self.host}:{self.port} failed: {e or type(e).__name__}") from None
 
-    def _connection_lost(self, conn: _ClientConnection, exc: Exception | None) -> None:
-        if self._conn is not conn:
-            return  # not established yet (its connect fails on its own), or already dropped
-        if conn.closed_because is not None:
-            error = RpcError(f"connection to {self.host}:{self.port} failed: {conn.closed_because}")
-        elif exc is not None:
-            error = RpcError(f"connection to {self.host}:{self.port} failed: {exc}")
-        else:
-            error = RpcError(f"connection to {self.host}:{self.port} lost")
-        self._drop_connection(error)
-        if self.on_drop is not None and not self._closed:
-            self.on_drop()
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: Exception = RpcError(f"connection to {self.host}:{self.port} lost")
+        try:
+            while True:
+                frame = await _read_frame(reader, RPC_FRAME_BYTES_MAX)
+                if frame is None:
+                    break
+                header, payload = decode_frame(frame)
+                fut = self._pending.pop(header.get("correlation_id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result((header, payload))
+        except (MalformedFrameError, ConnectionError, OSError) as e:
+            error = RpcError(f"connection to {self.host}:{self.port} failed: {e}")
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if self._writer is writer:
+                self._drop_connection(error)
+                if self.on_drop is not None and not self._closed:
+                    self.on_drop()
 
     def _drop_connection(self, error: Exception) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and conn.transport is not None:
-            conn.transport.close()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
@@ -471,12 +249,11 @@ class RpcClient:
 
     def peer_closed(self) -> bool:
         """Whether the peer has already closed (or reset) the connection, as the kernel knows
-        it now, before the connection has had its turn to read: a non-blocking peek."""
-        conn = self._usable()
-        if conn is None:
+        it now, before the read loop has had its turn: a non-blocking peek at the socket."""
+        writer = self._writer
+        if writer is None or writer.is_closing():
             return True
-        assert conn.transport is not None
-        sock = conn.transport.get_extra_info("socket")
+        sock = writer.get_extra_info("socket")
         if sock is None:
             return False
         try:
@@ -490,7 +267,7 @@ class RpcClient:
     async def call(
         self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000
     ) -> tuple[dict[str, Any], memoryview]:
-        conn = self._usable() or await self._ensure_connected()
+        writer = await self._ensure_connected()
         cid = next(self._cids)
         header = dict(body)
         header["api"] = api
@@ -502,9 +279,8 @@ class RpcClient:
         self._pending[cid] = fut
         timer: asyncio.TimerHandle | None = None
         try:
-            conn.write(encode_frame(header, payload))
-            if conn.writing_paused:
-                await conn.drain()
+            writer.writelines(encode_frame(header, payload))
+            await writer.drain()
             # The answer's deadline is a timer that fails the future, which is awaited
             # directly: a cancellation of the caller always ends the wait (wait_for on 3.11
             # can swallow one that races the answer, and a cancelled fetcher would then never
@@ -514,9 +290,7 @@ class RpcClient:
         except _CallTimedOut:
             raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
         except (ConnectionError, OSError) as e:
-            self._pending.pop(cid, None)
-            if self._conn is conn:
-                self._drop_connection(RpcError(str(e)))
+            self._drop_connection(RpcError(str(e)))
             raise RpcError(f"{api} to {self.host}:{self.port} failed: {e}") from None
         finally:
             if timer is not None:
@@ -526,3 +300,4 @@ class RpcClient:
     async def close(self) -> None:
         self._closed = True
         self._drop_connection(RpcError("client closed"))
+        await cancel_and_wait([self._reader_task])
