@@ -364,6 +364,25 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
             raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
         out["elected_s"] = time.monotonic() - killed_at
         out["failover_log"] = _failover_line(cluster.broker(new)["log"])
+        # The victim restarts on its 1/3 of the partitions: how long until it is back
+        # (registered, in the metadata), what its start-up heap settle took (it runs before
+        # the registration, kafkalite.gc_pause.settle_now), and, with RF 1, until it leads
+        # its partitions again (they were offline meanwhile).
+        restarted_at = time.monotonic()
+        cluster.start(controller, timeout_s=DEADLINE_S)
+        out["restart_s"] = time.monotonic() - restarted_at
+        if rf == 1:
+            def not_led_yet(tps: list) -> list:
+                states_now = adapter.get_partition_states(tps)
+                return [tp for tp in tps if states_now[tp][0].leader != controller]
+
+            for pending in (victim_led[::SAMPLE_EVERY], victim_led):
+                while pending and time.monotonic() < restarted_at + DEADLINE_S:
+                    pending = not_led_yet(pending)
+                    if pending:
+                        time.sleep(0.1)
+            out["leads_again_s"] = None if pending else time.monotonic() - restarted_at
+        out["restart_log"] = _last_lines(cluster.broker(controller)["log"], ("heap settled at start-up", "started in"))
         zk.stop()
         zk.close()
         admin.close()
@@ -378,6 +397,17 @@ def _rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _last_lines(log_path: str, markers: tuple[str, ...]) -> str:
+    """The last log line containing each marker, message part only, joined with "; "."""
+    found = dict.fromkeys(markers, "")
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            for m in markers:
+                if m in line:  # "<time> INFO [broker N] <logger>: <message>"
+                    found[m] = line.split("] ", 1)[-1].split(": ", 1)[-1].strip()
+    return "; ".join(v for v in found.values() if v)
 
 
 def _failover_line(log_path: str) -> str:
@@ -412,6 +442,10 @@ def main() -> int:
                   f"killed controller {r['victim']} (leader of {r['led_by_victim']}): new controller {r['new_controller']} "
                   f"after {r['controller_s']:.2f} s, every partition it led re-elected in ZooKeeper after "
                   f"{r['elected_s']:.2f} s; new controller's log: {r['failover_log']}", flush=True)
+            again = r.get("leads_again_s")
+            print(f"  restarted broker {r['victim']}: back (registered, in the metadata) after {r['restart_s']:.2f} s"
+                  + (f", leads its {r['led_by_victim']} partitions again after {again:.2f} s" if again is not None else "")
+                  + f"; its log: {r['restart_log']}", flush=True)
         return 0
     if args.leader_kill:
         overrides = {"controller.process.watch.enable": False} if args.no_process_watch else {}
