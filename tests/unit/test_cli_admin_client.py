@@ -22,6 +22,7 @@ from kafkalite.protocol.codec import decode_request, encode_response
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.framing import FrameDecoder
 from kafkalite.protocol.schema import ApiKey
+from kafkalite.testing.fake_clock import FakeClock
 from kafkalite.testing.ports import free_port
 
 
@@ -222,20 +223,9 @@ class _ScriptedMetadata(AdminClient):
         return ClusterMetadata("c", 1, [], {"t": TopicInfo("t", parts)})
 
 
-class _FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.now += s
-
-
 def test_topics_create_waits_for_leaders_as_long_as_they_keep_coming():
     """Issue 13: a 10,000-partition topic outlasts the request timeout; the CLI waits on."""
-    clock = _FakeClock()
+    clock = FakeClock()
     seen = []
     script = [None, NoBrokerError("no answer (timed out)")] + [0] * 100 + [1] * 200 + [2, 3, 4]
     admin = _ScriptedMetadata(script)
@@ -246,7 +236,7 @@ def test_topics_create_waits_for_leaders_as_long_as_they_keep_coming():
 
 
 def test_topics_create_gives_up_after_the_stall_timeout_without_progress():
-    clock = _FakeClock()
+    clock = FakeClock()
     admin = _ScriptedMetadata([2])
     with pytest.raises(AdminError, match="2 of its 4 partitions still have no leader"):
         admin.wait_for_leaders("t", 4, stall_timeout_s=30, clock=clock, sleep=clock.sleep)

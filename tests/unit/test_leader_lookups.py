@@ -9,17 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafkalite import leader_lookups
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
+from kafkalite.testing.fake_clock import FakeClock
 
 
 class ScriptedConsumer:
@@ -27,7 +17,7 @@ class ScriptedConsumer:
     offsets by partition), or an error code (raised as KafkaException after `attempt_s`
     seconds, or the call's whole timeout for _TIMED_OUT)."""
 
-    def __init__(self, clock: Clock, outcomes: list, attempt_s: float = 0.01) -> None:
+    def __init__(self, clock: FakeClock, outcomes: list, attempt_s: float = 0.01) -> None:
         self.clock, self.outcomes, self.attempt_s = clock, list(outcomes), attempt_s
         self.calls: list[tuple[str, object]] = []
 
@@ -54,8 +44,8 @@ class ScriptedConsumer:
 
 
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
-    c = Clock()
+def clock(monkeypatch) -> FakeClock:
+    c = FakeClock()
     monkeypatch.setattr(leader_lookups.time, "monotonic", c.monotonic)
     monkeypatch.setattr(leader_lookups.time, "sleep", c.sleep)
     return c
