@@ -246,10 +246,9 @@ def test_the_answer_waits_for_every_in_sync_follower(cluster, boot):
             body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": timeout_ms}
             return raw.request_broker(leader["host"], leader["port"], ApiKey.DELETE_RECORDS, 1, body)["topics"][0]["partitions"][0]
 
-        # Connected before the pause, so the follower is stopped only for the 500 ms request
-        # and two reads of the leader's state: well under replica.lag.time.max.ms (4 s) even
-        # on a slow moment, or the follower would leave the ISR and no longer hold the low
-        # watermark back.
+        # The follower is stopped only for the 500 ms request and one read of the leader's
+        # state: well under replica.lag.time.max.ms (4 s) even on a slow moment, or the
+        # follower would leave the ISR and no longer hold the low watermark back.
         cluster.kill(3, "STOP")
         try:
             answer = delete(40, 500)
