@@ -13,7 +13,14 @@ the same, and must keep its leaderships until its session ends.
 
 The process is recognised by the `incarnation` token its first answer as the watched
 registration carried; an answer before that (the broker had not yet stored its epoch when
-the controller saw its registration) is neither evidence nor recognition.
+the controller saw its registration) is neither evidence nor recognition. That answer
+carries NOT_REGISTERED from a process that just started, and its previous epoch from one
+that registered again after its ZooKeeper session expired: an epoch below the watched one
+is the watched registration's own process, not yet caught up with it (epochs are the
+registrations' creation zxids, which only grow; a later incarnation registers later, and a
+process that still held the address would have kept the new one from binding it). Taking
+it for a later incarnation failed a live broker and brought it back 200 ms later (the
+netns quorum-loss test, after every session expired at once).
 """
 
 from __future__ import annotations
@@ -59,6 +66,6 @@ class ProcessWatchState:
         if outcome.epoch == self.epoch:
             self.incarnation = outcome.incarnation
             return Verdict.ALIVE
-        if outcome.epoch == NOT_REGISTERED:
+        if outcome.epoch < self.epoch:  # NOT_REGISTERED, or this process's previous registration
             return Verdict.UNKNOWN  # this registration's process before it stored its epoch, or a restart: wait
-        return Verdict.GONE  # registered under another epoch: a later incarnation
+        return Verdict.GONE  # registered under a later epoch: a later incarnation
