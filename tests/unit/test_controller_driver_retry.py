@@ -167,3 +167,47 @@ async def test_a_config_change_that_fails_on_zookeeper_is_handled_again(monkeypa
     await asyncio.sleep(0.05)
     assert len(reads) == 2
     await ctrl.close()
+
+
+async def test_a_broker_whose_process_answers_again_is_sent_its_leader_and_isr(monkeypatch):
+    """The netns quorum-loss test, once in a full suite: broker 2, registered again after its
+    session expired, answered the controller's Ping with its previous epoch and was failed
+    (ProcessGone), then answered as itself (ProcessBack). The driver read /brokers/ids while
+    2 was still gone, so the channel had no sender for it when the core sent 2 its
+    LeaderAndIsr and UpdateMetadata: they were dropped, and 2 stayed on its old leader epochs,
+    out of every ISR. Now every broker the core holds live has a sender before its sends."""
+    from kafkalite.broker.controller_events import ProcessBack, ProcessGone
+    from kafkalite.core.messages import LeaderAndIsr
+    from kafkalite.zk.codec import BrokerRegistration, TopicAssignment
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    registrations = {b: (BrokerRegistration(b, "127.0.0.1", 1, 1, 1), 10 * b) for b in (1, 2)}
+    zk.get_brokers = lambda: dict(registrations)  # type: ignore[method-assign]
+    zk.get_topics = lambda: ["t"]  # type: ignore[method-assign]
+    zk.get_topic_assignments = lambda names: {"t": (TopicAssignment({0: [1, 2]}, {}), 0)}  # type: ignore[method-assign]
+    zk.get_partition_state_tuples = lambda tps: {("t", 0): ((1, 3, [1, 2], 7), 5, 100)}  # type: ignore[method-assign]
+    zk.update_partition_states = lambda updates, epoch_version: {tp: updates[tp][1] + 1 for tp in updates}  # type: ignore[attr-defined]
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
+    sent: list[tuple[int, object]] = []
+    real_send = ctrl.channel.send
+
+    def send(broker_id, request, future=None):
+        delivered = real_send(broker_id, request, future)
+        sent.append((broker_id, type(request).__name__, delivered))
+        return delivered
+
+    monkeypatch.setattr(ctrl.channel, "send", send)
+    ctrl.enqueue(ProcessGone(2, 20))
+    await _until(lambda: ctrl.core.gone.get(2) == 20 and 2 not in ctrl.channel.senders)
+    assert 2 not in ctrl.core.live
+    sent.clear()
+    ctrl.enqueue(ProcessBack(2, 20))
+    await _until(lambda: 2 in ctrl.core.live and any(b == 2 for b, _api, _ok in sent))
+    to_2 = [(api, ok) for b, api, ok in sent if b == 2]
+    assert (LeaderAndIsr.__name__, True) in to_2, sent
+    assert all(ok for _api, ok in to_2), sent  # every send to it found its sender
+    assert 2 in ctrl.channel.senders and ctrl.channel.senders[2].broker_epoch == 20
+    await ctrl.close()
