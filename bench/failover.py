@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -346,20 +347,13 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
         new = wait_for(new_controller, DEADLINE_S, "a new controller", 0.01)
         out["new_controller"] = new
         out["controller_s"] = time.monotonic() - killed_at
-        # Poll a 1% sample until the new controller has rewritten it, then confirm every
-        # partition in one read (and keep polling any still pending). Reading all 33,333
-        # states every 0.1 s took about a core of this 2-core machine away from the
-        # controller and ZooKeeper for the whole take-over. The figure includes the
-        # confirming read, so it errs on the late side.
+        # Until the new controller has rewritten every state (_poll_sample_then_all); the
+        # figure includes the confirming read, so it errs on the late side.
         def still_led(tps: list) -> list:
             states_now = adapter.get_partition_states(tps)
             return [tp for tp in tps if states_now[tp][0].leader == controller]
 
-        for pending in (victim_led[::SAMPLE_EVERY], victim_led):
-            while pending and time.monotonic() < killed_at + DEADLINE_S:
-                pending = still_led(pending)
-                if pending:
-                    time.sleep(0.1)
+        pending = _poll_sample_then_all(still_led, victim_led, killed_at + DEADLINE_S)
         if pending:
             raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
         out["elected_s"] = time.monotonic() - killed_at
@@ -376,11 +370,7 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
                 states_now = adapter.get_partition_states(tps)
                 return [tp for tp in tps if states_now[tp][0].leader != controller]
 
-            for pending in (victim_led[::SAMPLE_EVERY], victim_led):
-                while pending and time.monotonic() < restarted_at + DEADLINE_S:
-                    pending = not_led_yet(pending)
-                    if pending:
-                        time.sleep(0.1)
+            pending = _poll_sample_then_all(not_led_yet, victim_led, restarted_at + DEADLINE_S)
             out["leads_again_s"] = None if pending else time.monotonic() - restarted_at
         out["restart_log"] = _last_lines(cluster.broker(controller)["log"], ("heap settled at start-up", "started in"))
         zk.stop()
@@ -399,6 +389,20 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _poll_sample_then_all(pending_of: Callable[[list], list], tps: list, deadline: float) -> list:
+    """Poll a 1% sample of `tps` until `pending_of` leaves none of it, then confirm all of
+    them in one read (and go on polling any still pending), until `deadline`; what is still
+    pending then. Reading all 33,333 states every 0.1 s took about a core of this 2-core
+    machine from the controller and ZooKeeper (the fourth pass)."""
+    pending = tps
+    for pending in (tps[::SAMPLE_EVERY], tps):
+        while pending and time.monotonic() < deadline:
+            pending = pending_of(pending)
+            if pending:
+                time.sleep(0.1)
+    return pending
+
+
 def _last_lines(log_path: str, markers: tuple[str, ...]) -> str:
     """The last log line containing each marker, message part only, joined with "; "."""
     found = dict.fromkeys(markers, "")
@@ -411,12 +415,7 @@ def _last_lines(log_path: str, markers: tuple[str, ...]) -> str:
 
 
 def _failover_line(log_path: str) -> str:
-    found = ""
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if "controller failover finished" in line:
-                found = line.split("kafkalite.broker.controller: ", 1)[-1].strip()
-    return found
+    return _last_lines(log_path, ("controller failover finished",))
 
 
 def main() -> int:
