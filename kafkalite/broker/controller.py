@@ -64,8 +64,10 @@ ELECTION_RETRY_S = 0.5  # after a failover (or an admin-path event) that failed 
 # delivered the change already and call again only on the next one, so a reassignment, or
 # a partition add or removal, waited for the next admin change or controller failover
 # (found by the simulator, issue 9, sweep seed 60). Running one again is harmless: each
-# re-reads its znode and decides from what it finds.
-RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange, ConfigChange)
+# re-reads its znode and decides from what it finds. So does a topic change: a new topic
+# whose state znodes ZooKeeper failed to create (all or some of them) gets them when it
+# runs again (the core's `_create_uncreated`), not at the next topic change or failover.
+RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange, ConfigChange, TopicChange)
 CONFIG_CHANGE_EXPIRATION_S = 15 * 60
 
 

@@ -431,6 +431,12 @@ class Controller:
         # Registrations this controller has sent a full UpdateMetadata: broker -> epoch (see
         # _send_update_metadata).
         self._told_full: dict[int, int] = {}
+        # New partitions whose state znode this controller set out to create and has no
+        # outcome for: ZooKeeper failed the event part-way (a lost connection leaves a
+        # chunked creation's outcome unknown) or failed that write. Created again by the
+        # next topic event (the driver tries a failed one again); a failover finds them as
+        # missing states (_on_activated).
+        self._uncreated: set[TP] = set()
 
     # -------------------------------------------------------------- driving
 
@@ -484,6 +490,7 @@ class Controller:
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
         self.reassignments, self.throttle, self.gone = {}, {}, {}
         self.offline, self._offline_reports = {}, {}
+        self._uncreated = set()
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -654,6 +661,7 @@ class Controller:
         self.active = True
         self._owes_init = True
         self._told_full = {}
+        self._uncreated = set()  # a take-over creates every missing state (_on_activated)
         self.epoch = ev.epoch
         self.gone = {b: e for b, e in ev.gone.items() if b in ev.brokers and ev.brokers[b].epoch == e}
         self.live = {b: lb for b, lb in ev.brokers.items() if self.gone.get(b) != lb.epoch}
@@ -881,9 +889,29 @@ class Controller:
         states = {tp: PartitionState(st.leader, st.leader_epoch, st.isr, 0, self.epoch) for tp, st in decided.items()}
         if not states:
             return
+        self._uncreated.update(states)
         outcomes = yield CreateStates(states)
         for tp, st in states.items():
             self._apply(tp, outcomes[tp], st)
+            if not isinstance(outcomes[tp], Failed):
+                self._uncreated.discard(tp)
+
+    def _create_uncreated(self) -> Handler:
+        """Partitions of live topics whose state creation had no outcome (`_uncreated`):
+        created now (one that ZooKeeper did create is read back as Stale and taken as it
+        is). Without this a topic created while ZooKeeper failed the controller's writes
+        part-way listed only the partitions that got a state, until a failover."""
+        topics = self.topics
+        retry = sorted(tp for tp in self._uncreated
+                       if tp not in self.states and tp[0] in topics and tp[1] in topics[tp[0]].partitions)
+        self._uncreated.clear()
+        if not retry:
+            return
+        self._note(f"creating again the states of {len(retry)} partitions whose creation failed: "
+                   + ", ".join(f"{t}-{p}" for t, p in retry[:OFFLINE_NOTED_MAX])
+                   + (f" and {len(retry) - OFFLINE_NOTED_MAX} more" if len(retry) > OFFLINE_NOTED_MAX else ""))
+        yield from self._init_leaders(retry)
+        self._propagate([tp for tp in retry if tp in self.states])
 
     # -------------------------------------------------------------- requests to brokers
 
@@ -1000,6 +1028,7 @@ class Controller:
             self._forget_topic(t)
         if removed:
             self._send_update_metadata(sorted(self.live), deleted=removed)
+        yield from self._create_uncreated()
         new_tps = []
         for t, topic in sorted(ev.loaded.items()):
             if t in ev.present and t not in self.topics:
@@ -1296,6 +1325,7 @@ class Controller:
         """Seed on_partitions_add: the topic znode first (a failover after it initialises
         the new partitions as missing states), then init_leaders, then the admin znodes go.
         New partitions must continue the numbering; anything else is refused."""
+        yield from self._create_uncreated()  # this event tried again after a ZooKeeper failure
         handled: list[TP] = []
         for t in sorted({tp[0] for tp in adds}):
             mine = {p: tuple(r) for (tt, p), r in adds.items() if tt == t}

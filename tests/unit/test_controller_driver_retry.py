@@ -211,3 +211,41 @@ async def test_a_broker_whose_process_answers_again_is_sent_its_leader_and_isr(m
     assert all(ok for _api, ok in to_2), sent  # every send to it found its sender
     assert 2 in ctrl.channel.senders and ctrl.channel.senders[2].broker_epoch == 20
     await ctrl.close()
+
+
+async def test_a_topic_change_that_fails_on_zookeeper_creating_the_states_is_tried_again(monkeypatch):
+    """The topic's state znodes could not be created (the connection was lost during the
+    multis): the event runs again, and every partition gets its state, instead of the topic
+    waiting without leaders for the next controller failover."""
+    from kafkalite.broker.controller_events import TopicChange
+    from kafkalite.zk import codec
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    topics: list[str] = []
+    creates: list[list] = []
+
+    def get_topics():
+        return list(topics)
+
+    def get_topic_assignments(names):
+        return {t: (codec.TopicAssignment({0: [1], 1: [1]}, {}, {}, {}), 0) for t in names if t in topics}
+
+    def create_partition_states(states, epoch_version):
+        creates.append(sorted(states))
+        if len(creates) == 1:
+            raise ZkConnectionLossError("connection lost")
+        return {tp: 0 for tp in states}
+
+    zk.get_topics = get_topics  # type: ignore[method-assign]
+    zk.get_topic_assignments = get_topic_assignments  # type: ignore[method-assign]
+    zk.create_partition_states = create_partition_states  # type: ignore[attr-defined]
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
+    topics.append("new")
+    ctrl.enqueue(TopicChange())
+    await _until(lambda: len(creates) >= 2 and not ctrl.core.busy)
+    assert creates == [[("new", 0), ("new", 1)], [("new", 0), ("new", 1)]]
+    assert ctrl.core.states[("new", 0)].version == 0 == ctrl.core.states[("new", 1)].version  # (no live broker: offline)
+    await ctrl.close()

@@ -722,3 +722,72 @@ def test_a_registration_gets_a_full_update_first_whatever_the_controller_sends_i
     run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, epochs={1: 10})))  # 3 died: the rest get deltas
     assert run.to(1, UpdateMetadata) and not any(um.full for um in run.to(1, UpdateMetadata))
     assert run.to(3, UpdateMetadata) == []
+
+
+NEW = core.Topic({0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)})
+NEW_TPS = [("new", p) for p in range(3)]
+
+
+def _create_topic_failing_on_zookeeper(ctrl: core.Controller, zk: Znodes, committed: list) -> None:
+    """TopicsChanged for topic "new" whose state creation ZooKeeper fails part-way: the
+    chunks holding `committed` went through, then the connection was lost (the driver
+    aborts the event)."""
+    ready = ctrl.handle(core.TopicsChanged(frozenset({"t", "new"}), {"new": NEW}), 0)
+    assert isinstance(ready.io, core.CreateStates) and sorted(ready.io.states) == NEW_TPS
+    for tp in committed:
+        zk.nodes[tp] = ready.io.states[tp]
+    ctrl.abort(ErrorCode.NOT_CONTROLLER)
+    assert not ctrl.busy and "new" in ctrl.topics and not any(tp in ctrl.states for tp in NEW_TPS)
+
+
+def test_a_topic_whose_state_creation_failed_part_way_gets_every_state_when_the_event_runs_again():
+    """Before: the topic was known, so the next topic change skipped it, and it stayed
+    without leaders (or listed with only the partitions whose chunk committed) until a
+    controller failover."""
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    _create_topic_failing_on_zookeeper(ctrl, zk, committed=[("new", 0)])
+    run = drive(ctrl, zk, core.TopicsChanged(frozenset({"t", "new"}), {}))  # the driver's retry
+    assert all(tp in ctrl.states and tp in zk.nodes for tp in NEW_TPS)
+    assert ctrl.states[("new", 0)] == zk.nodes[("new", 0)]  # created before: taken as it is
+    assert [ctrl.states[tp].leader for tp in NEW_TPS] == [1, 2, 3]
+    for b in (1, 2, 3):
+        told = {p.topic_partition for lai in run.to(b, LeaderAndIsr) for p in lai.partitions}
+        assert told == set(NEW_TPS)
+        assert any(set(NEW_TPS) <= {(pm.topic, pm.partition) for pm in um.partitions} for um in run.to(b, UpdateMetadata))
+    assert any("creating again" in n for n in run.notes)
+    # Done once: the next change has nothing to create again.
+    assert not [s for s in drive(ctrl, zk, core.TopicsChanged(frozenset({"t", "new"}), {})).sends]
+
+
+def test_a_failed_state_write_is_created_again_by_the_next_topic_event_and_a_deleted_topic_is_not():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    ready = ctrl.handle(core.TopicsChanged(frozenset({"t", "new"}), {"new": NEW}), 0)
+    outcome = {tp: core.Failed("connection loss") if tp == ("new", 2) else core.Written(0) for tp in NEW_TPS}
+    for tp in NEW_TPS[:2]:
+        zk.nodes[tp] = ready.io.states[tp]
+    while ready.io is not None:
+        ready = ctrl.resume(outcome, 0)
+        outcome = zk.perform(ready.io) if ready.io is not None else None
+    assert ("new", 2) not in ctrl.states and ("new", 2) not in zk.nodes
+    drive(ctrl, zk, core.TopicsChanged(frozenset({"t", "new"}), {}))
+    assert zk.nodes[("new", 2)].leader == 3 == ctrl.states[("new", 2)].leader
+    # A topic deleted before the event ran again has nothing created for it.
+    _create_topic_failing_on_zookeeper(ctrl2 := active(zk2 := Znodes())[0], zk2, committed=[])
+    run = drive(ctrl2, zk2, core.TopicsChanged(frozenset({"t"}), {}))
+    assert not any(tp in zk2.nodes for tp in NEW_TPS) and not any("creating again" in n for n in run.notes)
+
+
+def test_added_partitions_whose_states_failed_after_the_topic_znode_get_them_when_the_event_runs_again():
+    zk = Znodes()
+    ctrl, _ = active(zk)
+    ready = ctrl.handle(core.PartitionsAddRequested({("t", 2): (3, 1, 2)}), 0)
+    ready = ctrl.resume(zk.perform(ready.io), 0)  # the topic znode is written
+    assert isinstance(ready.io, core.CreateStates)
+    ctrl.abort(ErrorCode.NOT_CONTROLLER)  # then ZooKeeper fails
+    assert ctrl.topics["t"].partitions[2] == (3, 1, 2) and ("t", 2) not in ctrl.states
+    run = drive(ctrl, zk, core.PartitionsAddRequested({("t", 2): (3, 1, 2)}))  # the driver's retry
+    assert zk.nodes[("t", 2)].leader == 3 and ctrl.states[("t", 2)].leader == 3
+    assert any(p.topic_partition == ("t", 2) for lai in run.to(3, LeaderAndIsr) for p in lai.partitions)
+    assert zk.admin_deleted == [("add", (("t", 2),))]
