@@ -55,6 +55,9 @@ class NetnsError(RuntimeError):
 def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess:
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise NetnsError(f"{argv[0]}: command not found; network namespaces need Debian's iproute2 and iptables "
+                         "(apt-get install iproute2 iptables)") from None
     except (OSError, subprocess.TimeoutExpired) as e:
         raise NetnsError(f"{' '.join(argv)}: {e}") from None
     if check and done.returncode != 0:
