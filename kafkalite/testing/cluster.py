@@ -31,6 +31,7 @@ from typing import Any
 
 from kafkalite.testing import zookeeper as zkmod
 from kafkalite.testing.netns import NetnsError, NetnsLayout
+from kafkalite.testing.probes import process_state
 from kafkalite.testing.zookeeper import ZooKeeperServer
 
 STATE_FILE = "cluster.json"
@@ -57,11 +58,7 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie (exited, not yet reaped) is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
+    return process_state(pid) != "Z"  # a zombie (exited, not yet reaped) is not alive
 
 
 def wait_pid_exit(pid: int, timeout_s: float) -> bool:
