@@ -357,7 +357,7 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
         if pending:
             raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
         out["elected_s"] = time.monotonic() - killed_at
-        out["failover_log"] = _failover_line(cluster.broker(new)["log"])
+        out["failover_log"] = _last_lines(cluster.broker(new)["log"], ("controller failover finished",))
         # The victim restarts on its 1/3 of the partitions: how long until it is back
         # (registered, in the metadata), what its start-up heap settle took (it runs before
         # the registration, kafkalite.gc_pause.settle_now), and, with RF 1, until it leads
@@ -394,7 +394,6 @@ def _poll_sample_then_all(pending_of: Callable[[list], list], tps: list, deadlin
     them in one read (and go on polling any still pending), until `deadline`; what is still
     pending then. Reading all 33,333 states every 0.1 s took about a core of this 2-core
     machine from the controller and ZooKeeper (the fourth pass)."""
-    pending = tps
     for pending in (tps[::SAMPLE_EVERY], tps):
         while pending and time.monotonic() < deadline:
             pending = pending_of(pending)
@@ -413,9 +412,6 @@ def _last_lines(log_path: str, markers: tuple[str, ...]) -> str:
                     found[m] = line.split("] ", 1)[-1].split(": ", 1)[-1].strip()
     return "; ".join(v for v in found.values() if v)
 
-
-def _failover_line(log_path: str) -> str:
-    return _last_lines(log_path, ("controller failover finished",))
 
 
 def main() -> int:

@@ -59,7 +59,7 @@ from kafkalite.core.replica_state import NO_LEADER, AlterIsrItem
 TP = tuple[str, int]
 
 WRITE_ATTEMPTS_MAX = 5
-OFFLINE_NOTED_MAX = 20  # partitions named in the note about partitions going offline
+PARTITIONS_NOTED_MAX = 20  # partitions a note names (`_named`); the rest are counted
 TOPIC_DELETION_WAIT_MS = 30_000  # StopReplica answers awaited before the znodes go
 
 SEND_POLICY = """A request to a broker is sent, and resent after a failure or timeout, for
@@ -850,9 +850,7 @@ class Controller:
             if not todo:
                 break
         if offline:
-            shown = ", ".join(f"{t}-{p}" for t, p in offline[:OFFLINE_NOTED_MAX])
-            more = f" and {len(offline) - OFFLINE_NOTED_MAX} more" if len(offline) > OFFLINE_NOTED_MAX else ""
-            self._note(f"{len(offline)} partitions are offline, no live replica in their ISR: {shown}{more}", "warning")
+            self._note(f"{len(offline)} partitions are offline, no live replica in their ISR: {_named(offline)}", "warning")
         if propagate:
             self._propagate(written, update_metadata=update_metadata)
         return written
@@ -907,9 +905,7 @@ class Controller:
         self._uncreated.clear()
         if not retry:
             return
-        self._note(f"creating again the states of {len(retry)} partitions whose creation failed: "
-                   + ", ".join(f"{t}-{p}" for t, p in retry[:OFFLINE_NOTED_MAX])
-                   + (f" and {len(retry) - OFFLINE_NOTED_MAX} more" if len(retry) > OFFLINE_NOTED_MAX else ""))
+        self._note(f"creating again the states of {len(retry)} partitions whose creation failed: {_named(retry)}")
         yield from self._init_leaders(retry)
         self._propagate([tp for tp in retry if tp in self.states])
 
@@ -1400,6 +1396,13 @@ class Controller:
             self._note(f"topic {t}: partitions {asked} removed")
         if handled:
             yield DeletePartitionAdminZnodes("remove", tuple(sorted(handled)))
+
+
+def _named(tps: Sequence[TP]) -> str:
+    """The first PARTITIONS_NOTED_MAX partitions as "t-0, t-1", and how many more (a broker
+    may take 30,000 offline: a note names a few and counts the rest)."""
+    shown = ", ".join(f"{t}-{p}" for t, p in tps[:PARTITIONS_NOTED_MAX])
+    return shown + (f" and {len(tps) - PARTITIONS_NOTED_MAX} more" if len(tps) > PARTITIONS_NOTED_MAX else "")
 
 
 def _caller_of(event: ControllerEvent) -> tuple[Any, type[ControllerResponse]] | None:
