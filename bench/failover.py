@@ -295,6 +295,7 @@ TOPIC_PARTITIONS_MAX = 10000  # one topic's assignment znode must stay under jut
 
 
 SAMPLE_EVERY = 100  # controller kill: poll every 100th partition until it is re-elected
+LOG_WAIT_S = 30  # controller kill: how long to wait for the new controller's take-over line
 
 
 def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
@@ -357,7 +358,9 @@ def controller_kill(partitions: int, rf: int, workdir: str) -> dict:
         if pending:
             raise TimeoutError(f"{len(pending)} partitions still led by the dead controller")
         out["elected_s"] = time.monotonic() - killed_at
-        out["failover_log"] = _last_lines(cluster.broker(new)["log"], ("controller failover finished",))
+        # The take-over logs its split once its requests to the brokers are out, which may
+        # come after ZooKeeper shows the elections.
+        out["failover_log"] = _last_lines(cluster.broker(new)["log"], ("controller failover finished",), wait_s=LOG_WAIT_S)
         # The victim restarts on its 1/3 of the partitions: how long until it is back
         # (registered, in the metadata), what its start-up heap settle took (it runs before
         # the registration, kafkalite.gc_pause.settle_now), and, with RF 1, until it leads
@@ -402,16 +405,20 @@ def _poll_sample_then_all(pending_of: Callable[[list], list], tps: list, deadlin
     return pending
 
 
-def _last_lines(log_path: str, markers: tuple[str, ...]) -> str:
-    """The last log line containing each marker, message part only, joined with "; "."""
-    found = dict.fromkeys(markers, "")
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            for m in markers:
-                if m in line:  # "<time> INFO [broker N] <logger>: <message>"
-                    found[m] = line.split("] ", 1)[-1].split(": ", 1)[-1].strip()
-    return "; ".join(v for v in found.values() if v)
-
+def _last_lines(log_path: str, markers: tuple[str, ...], wait_s: float = 0.0) -> str:
+    """The last log line containing each marker, message part only, joined with "; ";
+    with `wait_s`, read again until every marker is found or that time has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = dict.fromkeys(markers, "")
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                for m in markers:
+                    if m in line:  # "<time> INFO [broker N] <logger>: <message>"
+                        found[m] = line.split("] ", 1)[-1].split(": ", 1)[-1].strip()
+        if all(found.values()) or time.monotonic() >= deadline:
+            return "; ".join(v for v in found.values() if v)
+        time.sleep(0.1)
 
 
 def main() -> int:
