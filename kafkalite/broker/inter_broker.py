@@ -127,7 +127,8 @@ class InterBrokerHandlers:
             session = sessions.get(replica_id, session_id, session_epoch)  # or the follower starts over
             to_read = session.apply(changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()], now)
         results = await self.rm.fetch_in_session(session, to_read, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                                                 max_bytes=max_bytes, partition_max_bytes=part_max)
+                                                 max_bytes=max_bytes, partition_max_bytes=part_max,
+                                                 follower_broker_epoch=int(h.get("broker_epoch", -1)))
         chunks = []
         pos = 0
         out = []

@@ -320,7 +320,7 @@ class ReplicaManager:
     def read_partition(
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
         current_leader_epoch: int = -1, last_fetched_epoch: int = -1, min_one: bool = True,
-        client: ClientMetadata | None = None, follower_log_start: int = -1,
+        client: ClientMetadata | None = None, follower_log_start: int = -1, follower_broker_epoch: int = -1,
     ) -> dict[str, Any]:
         """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
         consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
@@ -332,7 +332,7 @@ class ReplicaManager:
             if replica_id >= 0:
                 previous_leo = _follower_leo(part, replica_id)
                 decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms(),
-                                                    follower_log_start)
+                                                    follower_log_start, follower_broker_epoch)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
@@ -406,6 +406,7 @@ class ReplicaManager:
 
     def _read_all(
         self, requests: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, max_bytes: int, client: ClientMetadata | None,
+        follower_broker_epoch: int = -1,
     ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
         """Read each requested partition once: (results, bytes read, whether something must
         be answered at once: an error, a divergence, a redirect, a HW the follower lacks)."""
@@ -419,6 +420,7 @@ class ReplicaManager:
                 current_leader_epoch=req.get("current_leader_epoch", -1),
                 last_fetched_epoch=req.get("last_fetched_epoch", -1),
                 min_one=(total == 0), client=client, follower_log_start=req.get("log_start_offset", -1),
+                follower_broker_epoch=follower_broker_epoch,
             )
             n = len(r["records"])
             total += n
@@ -430,7 +432,7 @@ class ReplicaManager:
 
     async def fetch_in_session(
         self, session: FetchSession, to_read: list[tuple[str, int]], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
-        partition_max_bytes: int,
+        partition_max_bytes: int, follower_broker_epoch: int = -1,
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
         """A follower's incremental fetch (kafkalite.core.fetch_session): read what it
         changed and what changed here; if that is not worth answering yet, wait until a
@@ -447,7 +449,7 @@ class ReplicaManager:
                               "log_start_offset": sp.log_start_offset})
                         for tp in to_read if (sp := session.partitions.get(tp)) is not None]
                 waiter.clear()
-                out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None)
+                out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None, follower_broker_epoch)
                 results.update(out)
                 total = sum(len(r["records"]) for r in results.values())
                 remaining = deadline - monotonic_ms()

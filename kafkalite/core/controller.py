@@ -1084,8 +1084,8 @@ class Controller:
     # -------------------------------------------------------------- AlterIsr (KIP-497)
 
     def _on_alter_isr(self, request: AlterIsrRequest, reply_to: Any) -> Handler:
-        code = election.validate_alter_isr_request(request.broker_id, request.broker_epoch,
-                                                   {b: lb.epoch for b, lb in self.live.items()}, self.active)
+        live_epochs = {b: lb.epoch for b, lb in self.live.items()}
+        code = election.validate_alter_isr_request(request.broker_id, request.broker_epoch, live_epochs, self.active)
         if code != ErrorCode.NONE:
             self._answer(reply_to, AlterIsrResponse(int(code)))
             return
@@ -1093,13 +1093,15 @@ class Controller:
         codes: dict[TP, int] = {}
         wanted: dict[TP, PartitionState] = {}
         expected: dict[TP, int] = {}
-        ineligible: list[TP] = []  # refused for adding a broker that cannot join now
+        ineligible: list[TP] = []  # refused for adding a broker that cannot join now (or not this incarnation of it)
         for a in request.partitions:
             tp = (a.topic, a.partition)
-            item = AlterIsrItem(a.topic, a.partition, a.leader, a.leader_epoch, tuple(a.new_isr), a.partition_epoch)
+            item = AlterIsrItem(a.topic, a.partition, a.leader, a.leader_epoch, tuple(a.new_isr), a.partition_epoch, a.new_isr_epochs)
             current = self.states.get(tp) if tp in replicas else None
-            d = election.validate_alter_isr(current, item, replicas.get(tp, ()), set(self.live), self.shutting_down)
-            if d.error == ErrorCode.INVALID_REQUEST and current is not None and set(item.new_isr) - set(current.isr) - self._eligible():
+            d = election.validate_alter_isr(current, item, replicas.get(tp, ()), live_epochs, self.shutting_down)
+            if d.error == ErrorCode.INVALID_REQUEST and current is not None and (
+                    set(item.new_isr) - set(current.isr) - self._eligible()
+                    or election.added_from_another_incarnation(item, current.isr, live_epochs)):
                 ineligible.append(tp)
             if d.error != ErrorCode.NONE or not d.write_needed:
                 codes[tp] = int(d.error)

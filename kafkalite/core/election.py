@@ -286,6 +286,20 @@ class AlterIsrDecision:
     write_needed: bool = False
 
 
+def added_from_another_incarnation(item: AlterIsrItem, isr: Sequence[int], live_brokers: Iterable[int] | Mapping[int, int]) -> bool:
+    """Whether `item` adds a member (to `isr`) that the leader saw fetch with a broker epoch
+    other than its live registration's (KIP-903), or names epochs that do not match its
+    ISR; False when the epochs are unknown (an older sender, or no {broker: epoch} given)."""
+    epochs = item.new_isr_epochs
+    if not epochs:
+        return False
+    if len(epochs) != len(item.new_isr):
+        return True
+    if not isinstance(live_brokers, Mapping):
+        return False
+    return any(e >= 0 and b not in isr and live_brokers.get(b) != e for b, e in zip(item.new_isr, epochs))
+
+
 def validate_alter_isr_request(
     broker_id: int,
     broker_epoch: int,
@@ -306,7 +320,7 @@ def validate_alter_isr(
     current: PartitionStateLike | None,
     item: AlterIsrItem,
     replicas: Sequence[int],
-    live_brokers: Iterable[int],
+    live_brokers: Iterable[int] | Mapping[int, int],
     shutting_down: Iterable[int] = (),
 ) -> AlterIsrDecision:
     """Partition-level AlterIsr rules (KIP-497; Kafka KafkaController.processAlterIsr):
@@ -321,8 +335,12 @@ def validate_alter_isr(
     - INVALID_REQUEST: the ISR is empty, has duplicates, is not within the replicas, or
       leaves the leader out; or it ADDS a broker the controller sees as dead or shutting
       down (KIP-497's example; Kafka 3.x later gave this INELIGIBLE_REPLICA, which
-      kafkalite does not have, so INVALID_REQUEST it is). Keeping an already-present dead
-      member is allowed: shrinking it is the leader's or the failure handler's business.
+      kafkalite does not have, so INVALID_REQUEST it is), or one the leader saw fetch with
+      another broker epoch than its registration's (KIP-903: `live_brokers` given as
+      {broker: epoch}): the leader's view of it is of an earlier incarnation, which may
+      have held records the restarted one lost with its unflushed log. Keeping an
+      already-present dead member is allowed: shrinking it is the leader's or the failure
+      handler's business.
     - NONE: the new state keeps leader and leader epoch, takes the ISR, and its version is
       `expected_version + 1` (ZooKeeper bumps a znode's version by one per set).
     """
@@ -342,7 +360,7 @@ def validate_alter_isr(
         return AlterIsrDecision(ErrorCode.INVALID_REQUEST)
     eligible = set(live_brokers) - set(shutting_down)
     added = set(new_isr) - set(current.isr)
-    if not added <= eligible:
+    if not added <= eligible or added_from_another_incarnation(item, current.isr, live_brokers):
         return AlterIsrDecision(ErrorCode.INVALID_REQUEST)
     state = PartitionState(current.leader, current.leader_epoch, new_isr, current.version + 1)
     return AlterIsrDecision(ErrorCode.NONE, state, current.version, write_needed=True)

@@ -243,6 +243,7 @@ class AlterIsrProposal:
     leader_epoch: int
     new_isr: tuple[int, ...]
     partition_epoch: int
+    new_isr_epochs: tuple[int, ...] = ()  # AlterIsrItem.new_isr_epochs (KIP-903); () from an older broker
 
 
 @dataclass(frozen=True)
@@ -253,14 +254,15 @@ class AlterIsrRequest:
 
     def to_wire(self) -> dict[str, Any]:
         return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
-                "partitions": [[a.topic, a.partition, a.leader, a.leader_epoch, list(a.new_isr), a.partition_epoch]
-                               for a in self.partitions]}
+                "partitions": [[a.topic, a.partition, a.leader, a.leader_epoch, list(a.new_isr), a.partition_epoch,
+                                list(a.new_isr_epochs)] for a in self.partitions]}
 
     @classmethod
     def from_wire(cls, h: Mapping[str, Any]) -> AlterIsrRequest:
         return cls(int(h["broker_id"]), int(h.get("broker_epoch", -1)),
-                   tuple(AlterIsrProposal(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr), int(version))
-                         for t, p, leader, epoch, isr, version in h["partitions"]))
+                   tuple(AlterIsrProposal(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr), int(version),
+                                          tuple(int(e) for e in rest[0]) if rest else ())
+                         for t, p, leader, epoch, isr, version, *rest in h["partitions"]))
 
 
 @dataclass(frozen=True)

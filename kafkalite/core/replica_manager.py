@@ -459,10 +459,13 @@ class ReplicaManager:
                                          deletion_allowed=deletion_allowed(replica))
 
     def follower_fetch(self, tp: TP, replica_id: int, fetch_offset: int, current_leader_epoch: int,
-                       last_fetched_epoch: int, now_ms: int, follower_log_start: int = UNKNOWN_OFFSET) -> FollowerRead:
+                       last_fetched_epoch: int, now_ms: int, follower_log_start: int = UNKNOWN_OFFSET,
+                       follower_broker_epoch: int = -1) -> FollowerRead:
         """The leader's side of one partition of a ReplicaFetch (seed G, KIP-320).
         `follower_log_start`: the follower's own log start (Kafka's fetch request carries
-        it), for the low watermark DeleteRecords waits on; -1 from a sender that omits it."""
+        it), for the low watermark DeleteRecords waits on; -1 from a sender that omits it.
+        `follower_broker_epoch`: the epoch its request carried, which an ISR expansion
+        names (KIP-903); -1 if not said."""
         replica = self._fenced_leader(tp, current_leader_epoch)
         diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), replica.leo, fetch_offset, last_fetched_epoch)
         if diverging is not None:
@@ -470,7 +473,7 @@ class ReplicaManager:
         if not replica.log_start_offset <= fetch_offset <= replica.leo:
             raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{replica.log_start_offset}, {replica.leo}] of {tp[0]}-{tp[1]}")
         result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms,
-                                                                          min(follower_log_start, fetch_offset))
+                                                                          min(follower_log_start, fetch_offset), follower_broker_epoch)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
         return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id), result.log_start_changed)
@@ -542,7 +545,8 @@ class ReplicaManager:
 
     def alter_isr_request(self, items: Sequence[AlterIsrItem]) -> AlterIsrRequest:
         return AlterIsrRequest(self.broker_id, self.broker_epoch, tuple(
-            AlterIsrProposal(i.topic, i.partition, i.leader_id, i.leader_epoch, tuple(i.new_isr), i.partition_epoch) for i in items))
+            AlterIsrProposal(i.topic, i.partition, i.leader_id, i.leader_epoch, tuple(i.new_isr), i.partition_epoch, i.new_isr_epochs)
+            for i in items))
 
     def on_alter_isr_answer(self, items: Sequence[AlterIsrItem], response: AlterIsrResponse | None) -> list[TP]:
         """The controller answered (None: no answer, a transport error). Returns the

@@ -237,10 +237,11 @@ class PartitionReplicaState:
                 continue
             previous = old_followers.get(replica_id)
             # A new leader knows no follower's LEO; a re-elected leader keeps them (Kafka).
-            known_leo = previous.leo if was_leader and previous is not None else UNKNOWN_OFFSET
+            kept = was_leader and previous is not None
             self._ledger.followers[replica_id] = FollowerState(
                 replica_id=replica_id,
-                leo=known_leo,
+                leo=previous.leo if kept else UNKNOWN_OFFSET,
+                broker_epoch=previous.broker_epoch if kept else -1,
                 last_caught_up_ms=now_ms if replica_id in state.isr else 0,
                 last_fetch_leader_leo=local_leo,
                 last_fetch_ms=now_ms,
@@ -364,7 +365,7 @@ class PartitionReplicaState:
 
     def update_follower_fetch(
         self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int,
-        follower_log_start: int = UNKNOWN_OFFSET,
+        follower_log_start: int = UNKNOWN_OFFSET, follower_broker_epoch: int = -1,
     ) -> FollowerFetchResult:
         """A follower fetched at `fetch_offset`, so its LEO is `fetch_offset` (seed G).
 
@@ -390,6 +391,7 @@ class PartitionReplicaState:
         elif fetch_offset >= follower.last_fetch_leader_leo:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.leo = fetch_offset
+        follower.broker_epoch = follower_broker_epoch
         follower.last_fetch_leader_leo = leader_leo
         follower.last_fetch_ms = now_ms
         log_start_changed = follower_log_start != follower.log_start_offset and follower_log_start >= 0
@@ -620,6 +622,7 @@ class PartitionReplicaState:
             leader_epoch=self._leader_epoch,
             new_isr=new_isr,
             partition_epoch=self._partition_epoch,
+            new_isr_epochs=tuple(-1 if r == self.local_broker_id else self._ledger.followers[r].broker_epoch for r in new_isr),
         )
 
     # --------------------------------------------------------------- acks=all

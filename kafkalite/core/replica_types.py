@@ -37,6 +37,11 @@ class AlterIsrItem:
     leader_epoch: int
     new_isr: tuple[int, ...]
     partition_epoch: int
+    # Per member of `new_isr`, the broker epoch it fetched with as the leader last saw it
+    # (-1: unknown, the leader itself). The controller refuses to add a member whose
+    # registration is newer: the leader's view of it is its previous incarnation's
+    # (KIP-903). Empty from a sender that does not say.
+    new_isr_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,9 @@ class FollowerState:
     # Its log start as its last fetch said (Kafka's Replica.logStartOffset): the low
     # watermark a DeleteRecords waits on is the least over the ISR.
     log_start_offset: int = UNKNOWN_OFFSET
+    # The broker epoch its last fetch carried (KIP-903; -1: not said): which incarnation
+    # of the follower the LEO above belongs to.
+    broker_epoch: int = -1
 
 
 class Role(enum.Enum):

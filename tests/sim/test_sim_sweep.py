@@ -29,8 +29,10 @@ SEED_START = int(os.environ.get("SIM_SEED_START", "0"))
 # missed StopReplica (5), an acknowledged record lost to a refused ISR expansion (734), a
 # new controller telling leaderships before fencing a restarted broker (1317), LeaderAndIsr
 # acted on before registering (3705), stale ISR expansions from a bounced broker (4655,
-# 5383), an expansion refused then accepted from a retried copy (7804).
-REGRESSION_SEEDS = (5, 734, 1317, 3705, 4655, 5383, 7804)
+# 5383), an expansion refused then accepted from a retried copy (7804), an expansion built
+# on what a follower fetched before it crashed and lost its unflushed log, retried until a
+# new controller saw the restarted follower registered (310507: KIP-903).
+REGRESSION_SEEDS = (5, 734, 1317, 3705, 4655, 5383, 7804, 310507)
 
 COUNTED = ("acked", "faults", "moves_finished", "moves_cancelled", "partitions_removed", "acked_removed")
 
@@ -78,7 +80,7 @@ def test_replay(sim_seed: int | None, sim_steps: int) -> None:
     if sim_seed is None:
         pytest.skip("pass --sim-seed N to replay a seed")
     result = run_simulation(sim_seed, sim_steps, config_for_seed(sim_seed))
-    assert result.steps == sim_steps
+    assert result.steps >= sim_steps  # the schedule's steps, then those healing every fault took (settle)
 
 
 def test_same_seed_same_trace() -> None:

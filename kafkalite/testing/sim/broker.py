@@ -326,7 +326,7 @@ class SimBroker:
             return
         last_fetched = -1 if self.cfg.bug_truncate_to_hw else f.latest_epoch()
         body = {"tp": tp, "replica": self.id, "offset": rep.leo, "current_leader_epoch": f.leader_epoch,
-                "last_fetched_epoch": last_fetched, "incarnation": self.incarnation}
+                "last_fetched_epoch": last_fetched, "incarnation": self.incarnation, "broker_epoch": self.rm.broker_epoch}
         self.rpc(f.leader, "ReplicaFetch", body, lambda r: self._on_fetch(rep, f, r))
 
     def _fetch_again(self, rep: SimReplica, delay_ms: int) -> None:
@@ -398,7 +398,8 @@ class SimBroker:
             if not session.request_one(tp, asked, self.now):
                 return {"error": 0, "idle": True}  # as the brokers' session leaves it out of the answer
         try:
-            read = self.rm.follower_fetch(tp, body["replica"], offset, body["current_leader_epoch"], body["last_fetched_epoch"], self.now)
+            read = self.rm.follower_fetch(tp, body["replica"], offset, body["current_leader_epoch"], body["last_fetched_epoch"], self.now,
+                                          follower_broker_epoch=body.get("broker_epoch", -1))
         except CoreError as error:
             rep = self.replicas.get(tp)
             return {"error": int(error.code), "leo": -1 if rep is None else rep.leo}

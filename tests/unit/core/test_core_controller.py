@@ -362,6 +362,43 @@ def test_an_expansion_refused_for_a_dead_broker_fences_the_proposal_so_no_copy_o
     assert zk.nodes[T0].isr == (1, 2)
 
 
+def test_an_expansion_built_on_an_earlier_incarnation_of_the_new_member_is_refused_and_fenced():
+    """KIP-903, found by the simulator (sweep seed 310507): the leader proposed adding
+    broker 3 from what it fetched before it crashed (and lost its unflushed log). The
+    proposal was retried through a controller failover; the new controller never saw
+    broker 3's old registration, so the restart was a plain start to it, and it accepted
+    the proposal once broker 3 was registered again: an ISR member without the records the
+    leader had acknowledged. A proposal names each member's broker epoch as the leader saw
+    it fetch; one that differs from the live registration is refused, and the leader gets
+    a new epoch so no copy of it commits later."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1), T1: PartitionState(2, 0, (2, 1), 0, 1)})
+    assert ctrl.live[3].epoch == 30
+    stale = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 0, (1, 2, 3), 0, (-1, 20, 29)),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(stale, "stale"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.INVALID_REQUEST
+    assert zk.nodes[T0] == PartitionState(1, 1, (1, 2), 1, 2)  # same leader and ISR, a new epoch
+    # The leader, at its new epoch, hears from broker 3's current incarnation and proposes again.
+    fresh = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 1, (1, 2, 3), 1, (-1, 20, 30)),))
+    run = drive(ctrl, zk, core.AlterIsrRequested(fresh, "fresh"))
+    assert run.answers[0].response.partitions[0].error == ErrorCode.NONE
+    assert zk.nodes[T0].isr == (1, 2, 3)
+    # A sender that names no epochs (an older broker) is judged as before; epochs that do
+    # not match the ISR they describe are refused.
+    older = AlterIsrRequest(2, 20, (AlterIsrProposal("t", 1, 2, 0, (2, 1, 3), 0),))
+    assert drive(ctrl, zk, core.AlterIsrRequested(older, "older")).answers[0].response.partitions[0].error == ErrorCode.NONE
+    assert zk.nodes[T1].isr == (2, 1, 3)
+    garbled = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 1, (1, 2), 2, (-1,)),))
+    assert drive(ctrl, zk, core.AlterIsrRequested(garbled, "garbled")).answers[0].response.partitions[0].error == ErrorCode.INVALID_REQUEST
+
+
+def test_alter_isr_proposal_epochs_cross_the_wire_and_an_older_form_reads_without_them():
+    request = AlterIsrRequest(1, 10, (AlterIsrProposal("t", 0, 1, 4, (1, 3), 7, (-1, 30)),))
+    assert AlterIsrRequest.from_wire(request.to_wire()) == request
+    older = {"broker_id": 1, "broker_epoch": 10, "partitions": [["t", 0, 1, 4, [1, 3], 7]]}
+    assert AlterIsrRequest.from_wire(older).partitions[0].new_isr_epochs == ()
+
+
 def test_alter_isr_from_a_stale_broker_epoch_is_refused():
     zk = Znodes()
     ctrl, _ = active(zk)

@@ -217,8 +217,10 @@ def test_expand_when_follower_reaches_hw_and_epoch_start():
     p = make_leader(isr=(1, 2), replicas=(1, 2, 3), leo=100, hw=50)
     # below the leader epoch's start offset (100): not yet
     assert p.update_follower_fetch(3, 60, 100, 1).alter_isr is None
-    result = p.update_follower_fetch(3, 100, 100, 2)
-    assert result.alter_isr == AlterIsrItem("t", 0, 1, 5, (1, 2, 3), 10)
+    result = p.update_follower_fetch(3, 100, 100, 2, follower_broker_epoch=77)
+    # Each member's broker epoch as its last fetch said (KIP-903): the leader's own and
+    # broker 2's (no fetch yet) are unknown.
+    assert result.alter_isr == AlterIsrItem("t", 0, 1, 5, (1, 2, 3), 10, (-1, -1, 77))
     assert isinstance(p.pending, PendingExpandIsr)
     assert p.isr == (1, 2)  # committed unchanged
     assert p.maximal_isr == (1, 2, 3)  # counted at once for the HW
