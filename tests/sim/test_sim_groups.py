@@ -4,7 +4,8 @@ the commit guarantee (an acknowledged offset commit is never lost; checker.py) c
 OffsetFetch, and at the end of each run on every group's current coordinator once the
 cluster settled. Targeted schedules first, then a sweep of random ones.
 
-GROUP_SIM_SEEDS (default 120) and GROUP_SIM_STEPS (default 2500) size the sweep."""
+GROUP_SIM_SEEDS (default 120) and GROUP_SIM_STEPS (default 2500) size the sweep;
+GROUP_SIM_SEED_START shifts it (a soak over other seeds)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kafkalite.testing.sim.scenario import quiet, settled, zk_state
 
 SEEDS = int(os.environ.get("GROUP_SIM_SEEDS", "120"))
 STEPS = int(os.environ.get("GROUP_SIM_STEPS", "2500"))
+SEED_START = int(os.environ.get("GROUP_SIM_SEED_START", "0"))
 OFFSETS_PARTITIONS = 3
 GROUPS = SimConfig(offsets_partitions=OFFSETS_PARTITIONS)
 TP0 = ("t", 0)
@@ -167,14 +169,14 @@ def _run_chunk(seeds: list[int]) -> tuple[list[str], Counter[str]]:
 
 
 def test_random_schedules_never_lose_an_acknowledged_commit() -> None:
-    seeds = list(range(SEEDS))
+    seeds = list(range(SEED_START, SEED_START + SEEDS))
     workers = max(1, min(os.cpu_count() or 1, 2))
     chunks = [seeds[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(workers) as pool:
         outcomes = list(pool.map(_run_chunk, chunks))
     failures = [f for chunk_failures, _ in outcomes for f in chunk_failures]
     totals: Counter[str] = sum((t for _, t in outcomes), Counter())
-    print(f"group sweep of {SEEDS} seeds: {dict(totals)}")
+    print(f"group sweep of {SEEDS} seeds from {SEED_START}: {dict(totals)}")
     assert not failures, f"{len(failures)} of {SEEDS} seeds failed; first:\n{failures[0]}"
     assert totals["commits_acked"] > 10 * SEEDS
     assert totals["offset_fetches_checked"] > 5 * SEEDS
