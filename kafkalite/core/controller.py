@@ -1099,9 +1099,7 @@ class Controller:
             item = AlterIsrItem(a.topic, a.partition, a.leader, a.leader_epoch, tuple(a.new_isr), a.partition_epoch, a.new_isr_epochs)
             current = self.states.get(tp) if tp in replicas else None
             d = election.validate_alter_isr(current, item, replicas.get(tp, ()), live_epochs, self.shutting_down)
-            if d.error == ErrorCode.INVALID_REQUEST and current is not None and (
-                    set(item.new_isr) - set(current.isr) - self._eligible()
-                    or election.added_from_another_incarnation(item, current.isr, live_epochs)):
+            if d.ineligible:
                 ineligible.append(tp)
             if d.error != ErrorCode.NONE or not d.write_needed:
                 codes[tp] = int(d.error)

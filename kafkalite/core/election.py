@@ -284,6 +284,10 @@ class AlterIsrDecision:
     new_state: PartitionState | None = None
     expected_version: int = -1
     write_needed: bool = False
+    # INVALID_REQUEST for adding a member that cannot join now (not live, shutting down, or
+    # not the incarnation the leader saw): the one refusal that depends on when it is
+    # decided, which the controller fences with a new leader epoch.
+    ineligible: bool = False
 
 
 def added_from_another_incarnation(item: AlterIsrItem, isr: Sequence[int], live_brokers: Iterable[int] | Mapping[int, int]) -> bool:
@@ -361,7 +365,7 @@ def validate_alter_isr(
     eligible = set(live_brokers) - set(shutting_down)
     added = set(new_isr) - set(current.isr)
     if not added <= eligible or added_from_another_incarnation(item, current.isr, live_brokers):
-        return AlterIsrDecision(ErrorCode.INVALID_REQUEST)
+        return AlterIsrDecision(ErrorCode.INVALID_REQUEST, ineligible=True)
     state = PartitionState(current.leader, current.leader_epoch, new_isr, current.version + 1)
     return AlterIsrDecision(ErrorCode.NONE, state, current.version, write_needed=True)
 
