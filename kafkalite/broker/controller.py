@@ -46,7 +46,7 @@ from kafkalite.clock import monotonic_ms
 from kafkalite.core import controller as core
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.election import PartitionState
-from kafkalite.core.messages import AlterIsrRequest, ControllerRequest, StopReplica
+from kafkalite.core.messages import ControllerRequest, StopReplica
 from kafkalite.gc_pause import gc_paused
 from kafkalite.zk import codec, paths
 from kafkalite.zk.errors import ControllerMovedError, StaleZnodeVersionError, ZkError, ZnodeDecodeError, ZnodeExistsError
@@ -200,7 +200,7 @@ class Controller:
             case AutoRebalance():
                 await self._run_core(core.AutoRebalanceDue(float(self.settings["leader.imbalance.per.broker.percentage"])))
             case AlterIsr(request=request, reply=reply):
-                await self._run_core(core.AlterIsrRequested(AlterIsrRequest.from_wire(request), reply))
+                await self._run_core(core.AlterIsrRequested(request, reply))
             case ControlledShutdown(broker_id=bid, broker_epoch=epoch, reply=reply):
                 await self._run_core(core.ControlledShutdownRequested(bid, -1 if epoch is None else epoch, reply))
             case _:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+
+from kafkalite.core.messages import AlterIsrRequest
 
 TP = tuple[str, int]
 
@@ -88,9 +89,9 @@ class AutoRebalance:
 
 @dataclass(frozen=True)
 class AlterIsr:
-    """A leader's AlterIsr (KIP-497), as it came over the RPC."""
+    """A leader's AlterIsr (KIP-497), decoded from the RPC."""
 
-    request: dict[str, Any]
+    request: AlterIsrRequest
     reply: asyncio.Future
 
 

@@ -16,6 +16,7 @@ from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, Pre
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.fetch_session import SessionPartition
+from kafkalite.core.messages import AlterIsrRequest
 from kafkalite.gc_pause import gc_paused
 from kafkalite.protocol.errors import ErrorCode
 
@@ -91,7 +92,11 @@ class InterBrokerHandlers:
         return await reply, b""
 
     async def _AlterIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        return await self._controller_call(lambda reply: AlterIsr(h, reply))
+        # Decoded here, not in the controller's loop: a request that does not decode is a
+        # sender's bug, which closes this connection (kafkalite.rpc.transport) and leaves the
+        # controller running.
+        request = AlterIsrRequest.from_wire(h)
+        return await self._controller_call(lambda reply: AlterIsr(request, reply))
 
     async def _ControlledShutdown(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         broker_epoch = h.get("broker_epoch")

@@ -252,17 +252,30 @@ class AlterIsrRequest:
     broker_epoch: int
     partitions: tuple[AlterIsrProposal, ...]
 
+    # Each proposal's member epochs travel under their own key, parallel to "partitions",
+    # not as a seventh field of a partition's row: a controller from before KIP-903 unpacks
+    # a row into exactly six names (a seventh made its decoding raise, which ends a
+    # controller), while it ignores a key it does not know. A row's seventh field is still
+    # read, as the brokers of 5f11616-8d5ec81 sent it.
     def to_wire(self) -> dict[str, Any]:
-        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
-                "partitions": [[a.topic, a.partition, a.leader, a.leader_epoch, list(a.new_isr), a.partition_epoch,
-                                list(a.new_isr_epochs)] for a in self.partitions]}
+        wire: dict[str, Any] = {
+            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
+            "partitions": [[a.topic, a.partition, a.leader, a.leader_epoch, list(a.new_isr), a.partition_epoch]
+                           for a in self.partitions]}
+        if any(a.new_isr_epochs for a in self.partitions):
+            wire["isr_epochs"] = [list(a.new_isr_epochs) for a in self.partitions]
+        return wire
 
     @classmethod
     def from_wire(cls, h: Mapping[str, Any]) -> AlterIsrRequest:
+        rows = h["partitions"]
+        epochs = h.get("isr_epochs") or [()] * len(rows)
+        if len(epochs) != len(rows):
+            raise ValueError(f"AlterIsr: {len(epochs)} isr_epochs for {len(rows)} partitions")
         return cls(int(h["broker_id"]), int(h.get("broker_epoch", -1)),
                    tuple(AlterIsrProposal(str(t), int(p), int(leader), int(epoch), tuple(int(b) for b in isr), int(version),
-                                          tuple(int(e) for e in rest[0]) if rest else ())
-                         for t, p, leader, epoch, isr, version, *rest in h["partitions"]))
+                                          tuple(int(e) for e in (rest[0] if rest else row_epochs)))
+                         for (t, p, leader, epoch, isr, version, *rest), row_epochs in zip(rows, epochs)))
 
 
 @dataclass(frozen=True)

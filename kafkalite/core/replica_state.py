@@ -386,6 +386,12 @@ class PartitionReplicaState:
                 f" [{self._log_start_offset}, {leader_leo}]"
             )
         assert leader_leo >= self._hw
+        if 0 <= follower_broker_epoch < follower.broker_epoch:
+            # A fetch of an earlier incarnation than one already heard from (a request
+            # parked before the follower restarted, read again now): its offset says nothing
+            # about the follower's log today, which may have lost an unflushed suffix, so it
+            # neither moves the follower's LEO nor proposes it for the ISR (KIP-903).
+            return FollowerFetchResult(hw_changed=False, alter_isr=None)
         if fetch_offset >= leader_leo:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.last_fetch_leader_leo:

@@ -397,6 +397,15 @@ def test_alter_isr_proposal_epochs_cross_the_wire_and_an_older_form_reads_withou
     assert AlterIsrRequest.from_wire(request.to_wire()) == request
     older = {"broker_id": 1, "broker_epoch": 10, "partitions": [["t", 0, 1, 4, [1, 3], 7]]}
     assert AlterIsrRequest.from_wire(older).partitions[0].new_isr_epochs == ()
+    # A controller from before the epochs unpacks each row into exactly six names: the
+    # epochs must not be a seventh (it raised there, and a controller ends on that).
+    for t, p, leader, epoch, isr, version in request.to_wire()["partitions"]:
+        assert (t, p, leader, epoch, isr, version) == ("t", 0, 1, 4, [1, 3], 7)
+    # The brokers of 5f11616-8d5ec81 sent them as a seventh field: still read.
+    seventh = {"broker_id": 1, "broker_epoch": 10, "partitions": [["t", 0, 1, 4, [1, 3], 7, [-1, 30]]]}
+    assert AlterIsrRequest.from_wire(seventh) == request
+    with pytest.raises(ValueError):
+        AlterIsrRequest.from_wire({**request.to_wire(), "isr_epochs": [[-1, 30], [-1, 30]]})
 
 
 def test_alter_isr_from_a_stale_broker_epoch_is_refused():

@@ -186,6 +186,28 @@ def test_alter_isr_refuses_to_add_dead_or_shutting_down_broker():
     assert validate_alter_isr(current, item([1, 3]), REPLICAS, {1, 2}).error == ErrorCode.NONE
 
 
+def test_alter_isr_judges_added_members_by_the_broker_epoch_the_leader_saw():
+    """KIP-903: `live_brokers` as {broker: epoch}. An added member whose epoch differs from
+    its live registration is refused as ineligible; a member already in the ISR, the
+    leader's own -1 and an unknown -1 are not judged by epoch; without epochs (an older
+    sender) the proposal is judged as before."""
+    live = {1: 10, 2: 20, 3: 30}
+
+    def with_epochs(isr, epochs):
+        return AlterIsrItem("t", 0, 1, 5, tuple(isr), 10, tuple(epochs))
+
+    assert validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 20, 30]), REPLICAS, live).error == ErrorCode.NONE
+    stale = validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 20, 29]), REPLICAS, live)
+    assert (stale.error, stale.ineligible) == (ErrorCode.INVALID_REQUEST, True)
+    # Broker 2 is already a member: its epoch is not the question here.
+    assert validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 19, 30]), REPLICAS, live).error == ErrorCode.NONE
+    assert validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 20, -1]), REPLICAS, live).error == ErrorCode.NONE
+    assert validate_alter_isr(CURRENT, item([1, 2, 3]), REPLICAS, live).error == ErrorCode.NONE
+    assert validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 30]), REPLICAS, live).error == ErrorCode.INVALID_REQUEST
+    # Given as a plain set of live brokers, epochs cannot be judged.
+    assert validate_alter_isr(CURRENT, with_epochs([1, 2, 3], [-1, 20, 29]), REPLICAS, LIVE).error == ErrorCode.NONE
+
+
 def test_alter_isr_retry_of_applied_change_succeeds_without_write():
     applied = PartitionState(1, 5, (1, 2, 3), 11)
     decision = validate_alter_isr(applied, item([1, 2, 3], partition_epoch=10), REPLICAS, LIVE)

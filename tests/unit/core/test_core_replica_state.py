@@ -227,6 +227,25 @@ def test_expand_when_follower_reaches_hw_and_epoch_start():
     ok(p)
 
 
+def test_a_fetch_of_an_earlier_incarnation_moves_nothing():
+    """A follower's request parked before it restarted is read again after its new
+    incarnation fetched: the old request's offset (what the old process had, perhaps an
+    unflushed suffix the new one lost) must neither raise the follower's LEO, so the HW,
+    nor propose it for the ISR (KIP-903)."""
+    p = make_leader(isr=(1, 2), replicas=(1, 2, 3), leo=100, hw=100)
+    p.update_follower_fetch(2, 100, 100, 1, follower_broker_epoch=20)
+    # Broker 3 restarted (epoch 30) and lost its log: it fetches from 40.
+    assert p.update_follower_fetch(3, 40, 120, 2, follower_broker_epoch=30).alter_isr is None
+    # Its old incarnation's fetch (epoch 29) at 120, read again: nothing moves.
+    result = p.update_follower_fetch(3, 120, 120, 3, follower_broker_epoch=29)
+    assert result.alter_isr is None and not result.hw_changed
+    assert p.pending is None and p.isr == (1, 2)
+    # The current incarnation, caught up, is proposed with its own epoch.
+    result = p.update_follower_fetch(3, 120, 120, 4, follower_broker_epoch=30)
+    assert result.alter_isr is not None and result.alter_isr.new_isr_epochs == (-1, 20, 30)
+    ok(p)
+
+
 def test_pending_expand_holds_hw_back_for_the_new_member():
     p = make_leader(isr=(1, 2), replicas=(1, 2, 3), leo=100, hw=0)
     p.update_follower_fetch(3, 100, 100, 1)  # expansion (HW 0 <= 100)
