@@ -46,7 +46,7 @@ class FetcherTask:
         # its id and the epoch our next request carries (0, 0: the next request is full and
         # opens one), and what the leader holds of each partition since our last request.
         self._session = (0, 0)
-        self._sent: dict[TP, tuple[int, int, int]] = {}
+        self._sent: dict[TP, tuple[int, ...]] = {}
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self._task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is None else manager.on_fatal(t.exception()))
@@ -177,6 +177,12 @@ class FetcherTask:
                     self._on_partition_error(f, int(header["error"]))
                 raise RpcError(f"ReplicaFetch refused with error {header['error']}")
             self._apply_fetched(header, payload, ready)
+        except Exception:
+            # Some partitions' answers were not applied, and the leader reads a session's
+            # partition again only when it changes (or its request does): a full request
+            # next makes it read them all.
+            self._reset_session()
+            raise
         finally:
             _answered(ready)
 
@@ -185,6 +191,7 @@ class FetcherTask:
             topic, p, error, hw, log_start, leo, pos, size, div_epoch, div_end = entry
             f = ready.get((topic, int(p)))
             if f is None or self.partitions.get(f.replica.tp) is not f:
+                self._resend((topic, int(p)))
                 continue  # removed or re-added while the fetch was in flight
             if error != 0:
                 self._on_partition_error(f, error, leader_log_start=log_start, leader_leo=leo)
@@ -201,7 +208,17 @@ class FetcherTask:
                 f.on_fetched(hw)
                 self.manager.on_fetched(part.tp, max(leo - part.leo, 0))
 
+    def _resend(self, tp: TP) -> None:
+        """What the leader answered for `tp` was not applied (an error, or the partition
+        moved or was re-added meanwhile). The leader's session reads a partition again only
+        when it changes or the request does, so the next request names it again (or, if we
+        no longer fetch it from this leader, forgets it), whatever its state: without this a
+        partition whose state did not move would wait for the leader's next append."""
+        if tp in self._sent:
+            self._sent[tp] = _UNAPPLIED
+
     def _on_partition_error(self, f: Follow, error: int, *, leader_log_start: int = -1, leader_leo: int = -1) -> None:
+        self._resend(f.replica.tp)
         settings = self.manager.settings
         action = f.on_error(error, monotonic_ms(), backoff_ms=settings["replica.fetch.backoff.ms"],
                             await_leader_and_isr_ms=AWAIT_LEADER_AND_ISR_MS, leader_log_start=leader_log_start, leader_leo=leader_leo)
@@ -210,6 +227,9 @@ class FetcherTask:
             assert isinstance(part, Partition)
             log.warning("%s: our LEO %d is below the leader's log start %d; restarting there", part.tp, part.leo, leader_log_start)
             part.truncate_fully_and_start_at(leader_log_start)
+
+
+_UNAPPLIED: tuple[Any, ...] = ()  # a sent state no fetch state equals (FetcherTask._resend)
 
 
 def _answered(sent: dict[TP, Follow]) -> None:

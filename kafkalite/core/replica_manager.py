@@ -575,10 +575,14 @@ class ReplicaManager:
                                                   replica.state.controller_epoch)
                 elif r.error == 0:
                     code = int(ErrorCode.FENCED_LEADER_EPOCH)  # an answer with no usable state
-            replica.state.on_alter_isr_response(code, new_state, sent=item)
+            changed = replica.state.on_alter_isr_response(code, new_state, sent=item)
             if replica.state.retry_alter_isr is not None:
                 self._alter_isr_due.add(tp)
-            if code == 0 and replica.leader_appended():
+            # Any settled answer may free the HW, not only an accepted one: a refused
+            # expansion (INVALID_REQUEST) falls back to the committed ISR, whose members may
+            # all hold records the refused member held back. Nothing else would recompute
+            # it until the next append or follower fetch, and an idle partition has neither.
+            if changed and replica.leader_appended():
                 moved.append(tp)
         return moved
 

@@ -141,6 +141,28 @@ def test_alter_isr_one_in_flight_per_partition_retried_until_answered():
     assert rm.alter_isr_to_send() == [] and not rm.alter_isr_pending
 
 
+def test_a_refused_expansion_frees_the_hw_its_new_member_held_back():
+    """Broker 3 caught up and was proposed; then it died, records 8-9 reached broker 2 and
+    the controller refused the expansion (3 is not live): the committed ISR {1, 2} holds
+    them all, so the HW moves at the answer, not at some later append, and the partition is
+    reported as moved (its waiting acks=all produces complete)."""
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 8)
+    rm.on_leader_and_isr(lai(1, 1, isr=(1, 2)), 0)
+    rm.follower_fetch(TP, 2, 8, 1, 0, 10)
+    rm.follower_fetch(TP, 3, 8, 1, 0, 11)  # caught up: expand
+    items = rm.alter_isr_to_send()
+    assert [i.new_isr for i in items] == [(1, 2, 3)]
+    logs[TP].append(1, 2)
+    rm.replicas[TP].leader_appended()
+    rm.follower_fetch(TP, 2, 10, 1, 1, 12)
+    assert rm.replicas[TP].state.hw == 8  # 3, in the maximal ISR, is at 8
+    refused = AlterIsrResponse(0, (AlterIsrPartitionResult("t", 0, int(ErrorCode.INVALID_REQUEST), 1, 1, (1, 2), 0),))
+    assert rm.on_alter_isr_answer(items, refused) == [TP]
+    assert rm.replicas[TP].state.hw == 10 and rm.replicas[TP].state.isr == (1, 2)
+
+
 def test_append_checks():
     rm, _ = manager()
     with pytest.raises(CoreError) as unknown:

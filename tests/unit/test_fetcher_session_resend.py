@@ -1,0 +1,102 @@
+"""The follower's side of a fetch session (kafkalite.broker.fetcher): the leader reads a
+session's partition again only when it changes or the follower's request names it, so a
+partition whose answer the follower did not apply must be named again; otherwise it waits
+for the leader's next append, which on an idle partition may never come. Real partitions
+over real logs; the leader is a scripted RPC peer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafkalite.broker.fetcher import FetcherManager
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.partition import Partition
+from kafkalite.core.codes import ErrorCode
+from kafkalite.core.quota import ReplicationQuotas
+from kafkalite.core.replica_manager import Follow
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log import Log
+from kafkalite.log.records import encode_batch
+
+SETTINGS = {"replica.fetch.backoff.ms": 20, "replica.fetch.wait.max.ms": 500, "request.timeout.ms": 1000,
+            "replica.fetch.min.bytes": 1, "replica.fetch.response.max.bytes": 1 << 20, "replica.fetch.max.bytes": 1 << 20}
+
+
+class ScriptedLeader:
+    """Answers the first ReplicaFetch with `first` (header, payload), then parks every
+    later request as a leader with nothing new would, recording what each named."""
+
+    def __init__(self, first: tuple[dict[str, Any], bytes]):
+        self.first = first
+        self.requests: list[dict[str, Any]] = []
+
+    async def call(self, api: str, body: dict[str, Any], timeout_ms: int):
+        assert api == "ReplicaFetch"
+        self.requests.append(body)
+        if len(self.requests) == 1:
+            header, payload = self.first
+            return header, memoryview(payload)
+        await asyncio.sleep(30)
+        raise AssertionError("the test ends first")
+
+
+def _partition(tmp_path, topic: str) -> Partition:
+    plog = Log.open(str(tmp_path / f"{topic}-0"), LogConfig(), now_ms=0)
+    part = Partition(topic, 0, 2, plog, 0)
+    return part
+
+
+async def _run(tmp_path, leader: ScriptedLeader, topics: list[str]) -> FetcherManager:
+    mgr = FetcherManager(SETTINGS, lambda leader_id: leader, lambda: 5, BrokerMetrics(), lambda e: (_ for _ in ()).throw(e))
+    mgr.broker_id = 2
+    mgr.quotas = ReplicationQuotas(2)
+    for topic in topics:
+        mgr.add([Follow(_partition(tmp_path, topic), 1, 0, truncating=False)])
+    return mgr
+
+
+def _named(request: dict[str, Any]) -> set[str]:
+    return {row[0] for row in request["partitions"]}
+
+
+async def test_a_partition_answered_with_an_error_is_named_again_after_its_backoff(tmp_path):
+    """The leader answered with an error after which nothing changes on its side (a
+    transient storage error): once the backoff ends the follower asks for it again."""
+    header = {"error": 0, "session": [7, 1],
+              "partitions": [["a", 0, int(ErrorCode.KAFKA_STORAGE_ERROR), 0, 0, 0, 0, 0, None, None]]}
+    leader = ScriptedLeader((header, b""))
+    mgr = await _run(tmp_path, leader, ["a"])
+    try:
+        for _ in range(100):
+            if len(leader.requests) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(leader.requests) == 2
+        assert leader.requests[1]["session"] == [7, 1]  # the same session...
+        assert _named(leader.requests[1]) == {"a"}  # ...naming the partition again
+    finally:
+        await mgr.close()
+
+
+async def test_an_answer_that_failed_to_apply_is_asked_for_again_in_full(tmp_path):
+    """The first partition's records were refused by its log (here: a batch cut short), so
+    the second's were never applied either: the next request opens a new session, which
+    makes the leader read both."""
+    good = encode_batch([(None, b"v", ())])
+    bad = good[:-3]
+    header = {"error": 0, "session": [7, 1],
+              "partitions": [["a", 0, 0, 1, 0, 1, 0, len(bad), None, None],
+                             ["b", 0, 0, 1, 0, 1, len(bad), len(good), None, None]]}
+    leader = ScriptedLeader((header, bad + good))
+    mgr = await _run(tmp_path, leader, ["a", "b"])
+    try:
+        for _ in range(100):
+            if len(leader.requests) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(leader.requests) == 2
+        assert leader.requests[1]["session"] == [0, 0]
+        assert _named(leader.requests[1]) == {"a", "b"}
+    finally:
+        await mgr.close()
