@@ -106,7 +106,10 @@ class Partition(Replica):
         if self.append_times is not None:
             self.append_times.clear()
         if new_epoch and not self._producers_loaded:
-            self._load_producers()
+            try:
+                self._load_producers()
+            except LogDirError as e:  # (a LogDirFailure too) the first idempotent append tries again, and fails there
+                log.warning("%s-%d: idempotent producer state not loaded at leadership: %s", self.topic, self.partition, e)
         self.notify()
         return new_epoch
 
@@ -119,9 +122,10 @@ class Partition(Replica):
         """Rebuild idempotent-producer state from the log's batch headers. Done once per
         replica (first leadership, or after a truncation); afterwards followers keep it
         current as they append, so a failover does not rescan thousands of logs."""
-        self.producers = ProducerStateTable.rebuild(
-            _producer_batch(h) for h in self.log.iter_batch_headers() if h.producer_id >= 0 and h.base_sequence >= 0
-        )
+        with disk_io(self.log):
+            self.producers = ProducerStateTable.rebuild(
+                _producer_batch(h) for h in self.log.iter_batch_headers() if h.producer_id >= 0 and h.base_sequence >= 0
+            )
         # The first batch read may start below a log start DeleteRecords set inside it.
         self.producers.evict_below(self.log.log_start_offset)
         self._producers_loaded = True
@@ -133,12 +137,20 @@ class Partition(Replica):
         Raises the storage engine's typed errors for bad batches."""
         assert self.state.is_leader
         headers = validate_batches(records)
+        if len(headers) != 1:
+            # Kafka's rule for Produce v3 and later (all kafkalite serves): one batch per
+            # partition. The idempotence check below judges one batch; a second one would
+            # go unchecked and unrecorded (a retry of the request would be written twice).
+            raise fail(ErrorCode.INVALID_RECORD, f"{len(headers)} record batches for {self.topic}-{self.partition};"
+                       " a produce request carries exactly one per partition")
         if self.log.config.compact:
             for pos, header in headers:
                 if batch_filter.has_record_without_key(records[pos : pos + header.size_bytes], header.record_count):
                     raise fail(ErrorCode.INVALID_RECORD, f"compacted topic {self.topic} cannot accept a record without a key")
-        idem = headers[0][1] if len(headers) == 1 and headers[0][1].producer_id >= 0 else None
+        idem = headers[0][1] if headers[0][1].producer_id >= 0 else None
         if idem is not None:
+            if not self._producers_loaded:  # its load at the leadership failed
+                self._load_producers()
             last_seq = last_sequence(idem.base_sequence, idem.record_count)
             verdict = self.producers.check(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq)
             if verdict.kind is VerdictKind.DUPLICATE:
@@ -173,6 +185,7 @@ class Partition(Replica):
         if offset < self.leo:
             log.info("truncating %s-%d from %d to %d", self.topic, self.partition, self.leo, offset)
             self._producers_loaded = False  # rebuilt from what is left at the next leadership
+            self.producers = ProducerStateTable()  # nothing stale meanwhile
         with disk_io(self.log):
             super().truncate_to(offset)
 

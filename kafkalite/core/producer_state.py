@@ -158,7 +158,7 @@ class ProducerStateTable:
         last_offset: int,
     ) -> None:
         """After the append, with the offsets the leader assigned (or a follower copied).
-        A newer epoch replaces the producer's entry; only the last `batches_kept` batches
+        Another epoch replaces the producer's entry; only the last `batches_kept` batches
         are kept."""
         if producer_id == NO_PRODUCER_ID:
             return
@@ -166,10 +166,14 @@ class ProducerStateTable:
         assert last_offset >= first_offset
         assert _sequence_range_valid(producer_epoch, base_sequence, last_sequence)
         entry = self._entries.get(producer_id)
-        if entry is None or producer_epoch > entry.producer_epoch:
+        if entry is None or producer_epoch != entry.producer_epoch:
+            # A newer epoch replaces the entry; so does an older one, which only replicated
+            # data or the log brings (a leader's `check` refuses it from a client): the
+            # leader had forgotten the producer (its last batch went below the log start)
+            # and then took a zombie's batch at an older epoch, before this replica's own
+            # log start followed. The log is the truth, as in Kafka's replication path.
             entry = ProducerEntry(producer_epoch, deque(maxlen=self.batches_kept))
             self._entries[producer_id] = entry
-        assert producer_epoch == entry.producer_epoch
         if entry.batches:
             assert first_offset > entry.batches[-1].last_offset
         entry.batches.append(BatchMetadata(base_sequence, last_sequence, first_offset, last_offset))

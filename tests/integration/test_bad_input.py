@@ -185,6 +185,14 @@ def test_specific_bad_requests_get_kafka_error_codes(cluster_factory):
             "topic_data": [{"name": "ok", "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
     (resp,) = _roundtrip(port, [encode_request(ApiKey.PRODUCE, 7, 4, CLIENT, body)], 1)
     assert decode_response(ApiKey.PRODUCE, 7, resp)[1]["responses"][0]["partition_responses"][0]["error_code"] == 2
+    # Two batches for one partition (Kafka allows one from Produce v3 on): INVALID_RECORD,
+    # nothing appended. An idempotent second batch would otherwise go unchecked.
+    two = encode_batch([(b"k", b"v", ())], producer_id=5, producer_epoch=0, base_sequence=0) + \
+        encode_batch([(b"k", b"w", ())], producer_id=5, producer_epoch=0, base_sequence=1)
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "ok", "partition_data": [{"index": 0, "records": two}]}]}
+    (resp,) = _roundtrip(port, [encode_request(ApiKey.PRODUCE, 7, 4, CLIENT, body)], 1)
+    assert decode_response(ApiKey.PRODUCE, 7, resp)[1]["responses"][0]["partition_responses"][0]["error_code"] == 87
     # A frame over socket.request.max.bytes closes the connection without an answer.
     assert _send_raw(port, struct.pack(">i", (1 << 20) + 1) + b"\0" * 1024) == b""
     # Group APIs answer, not drop the connection: FindCoordinator creates the offsets topic

@@ -67,6 +67,18 @@ def test_older_epoch_is_fenced():
     assert table.check(PID, 2, 1, 1).error == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+def test_replicated_data_at_an_older_epoch_replaces_the_entry():
+    """The leader forgot the producer (its last batch went below the log start) and then
+    took a zombie's batch at an older epoch; a follower whose own log start has not followed
+    yet still holds the newer epoch. Recording what the log holds never fails (it ended the
+    broker through an assertion): the older epoch replaces the entry, as on the leader."""
+    table = ProducerStateTable()
+    check_and_record(table, PID, 1, 0, 4, 0, 4)
+    table.record(PID, 0, 0, 0, 9, 9)
+    assert table.check(PID, 0, 1, 1) == APPEND
+    assert table.check(PID, 0, 0, 0) == duplicate(9, 9)
+
+
 def test_new_epoch_must_start_at_zero():
     table = ProducerStateTable()
     check_and_record(table, PID, 0, 0, 4, 0, 4)
