@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.aio import spawn
 from kafkalite.broker import group_wire as wire
 from kafkalite.broker.errors import OPERATING_ERRORS
-from kafkalite.clock import wall_ms
+from kafkalite.clock import monotonic_ms, wall_ms
 from kafkalite.core import replica_manager as core_rm
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.group_coordinator import GroupCoordinator, GroupCoordinatorConfig, leadership_events
@@ -49,6 +49,7 @@ from kafkalite.core.group_messages import (
     RecordsLoaded,
 )
 from kafkalite.core.offsets_records import encode_record
+from kafkalite.log.errors import CorruptBatchError, LogDirFailure
 from kafkalite.log.records import decode_records, encode_batch, iter_headers
 from kafkalite.protocol.codec import RequestHeader
 from kafkalite.protocol.schema import ApiKey
@@ -84,7 +85,12 @@ class GroupCoordinatorDriver:
         self.commit_timeout_ms = settings["offsets.commit.timeout.ms"]
         self.load_chunk_bytes = settings["offsets.load.buffer.size"]
         self._on_fatal = on_fatal
-        self._now_ms = 0
+        # The core takes one clock, for its deadlines (sessions, rebalances, the initial
+        # join delay) and for the times it stores (commit timestamps, for retention): the
+        # wall clock as it was at start-up, advanced by the monotonic one. A wall-clock step
+        # (NTP, a VM resumed) then neither expires every member at once nor freezes the
+        # groups' timers until the wall clock catches up.
+        self._wall_at_start_ms = wall_ms() - monotonic_ms()
         self._deadline_ms: int | None = None
         self._wakeup: asyncio.Event | None = None
         self._owned: set[asyncio.Task] = set()  # appends waiting for the ISR, loads
@@ -100,8 +106,7 @@ class GroupCoordinatorDriver:
     # -------------------------------------------------------------- the core
 
     def _clock(self) -> int:
-        self._now_ms = max(self._now_ms, wall_ms())
-        return self._now_ms
+        return self._wall_at_start_ms + monotonic_ms()
 
     def submit(self, event: GroupEvent) -> None:
         """Hand the core one event and carry out what it decided. A programmer error in the
@@ -137,7 +142,7 @@ class GroupCoordinatorDriver:
                 if self._deadline_ms is None:
                     await self._wakeup.wait()
                     continue
-                delay_s = (self._deadline_ms - wall_ms()) / 1000
+                delay_s = (self._deadline_ms - self._clock()) / 1000
                 if delay_s > 0:
                     try:
                         await asyncio.wait_for(self._wakeup.wait(), delay_s)
@@ -216,7 +221,14 @@ class GroupCoordinatorDriver:
                 try:
                     await self._read_partition(load)
                     return
-                except (*OPERATING_ERRORS, OSError) as e:  # a bad batch, a disk error, a truncation
+                except LogDirFailure as e:  # the dir goes offline and its leaderships move: this load ends
+                    self.rm.on_log_dir_failure(e)
+                    return
+                except CorruptBatchError as e:  # this replica stops leading; a clean one loads the groups
+                    log.error("loading %s-%d: %s; this replica stops serving it", OFFSETS_TOPIC, load.partition, e)
+                    self.rm.on_replica_corrupt((OFFSETS_TOPIC, load.partition), e.base_offset)
+                    return
+                except (*OPERATING_ERRORS, OSError) as e:  # e.g. out of descriptors, a truncation
                     log.warning("loading %s-%d failed (%s); retrying", OFFSETS_TOPIC, load.partition, e)
                     await asyncio.sleep(LOAD_RETRY_BACKOFF_S)
         finally:
@@ -232,7 +244,10 @@ class GroupCoordinatorDriver:
             part = self._leads(load)
             if part is None:
                 return
-            data = part.log.read(offset, self.load_chunk_bytes, max_offset=end, min_one=True)
+            # As every read of a replica: a disk error is its dir failing, a flipped bit is
+            # found by the batches' CRCs (both were retried here for ever, the groups of the
+            # partition left loading).
+            data = part.read(offset, self.load_chunk_bytes, upper=end, min_one=True)
             if not data:
                 break  # nothing but a gap up to the end
             records: list[LoadedRecord] = []
