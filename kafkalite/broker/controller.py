@@ -67,7 +67,13 @@ ELECTION_RETRY_S = 0.5  # after a failover (or an admin-path event) that failed 
 # re-reads its znode and decides from what it finds. So does a topic change: a new topic
 # whose state znodes ZooKeeper failed to create (all or some of them) gets them when it
 # runs again (the core's `_create_uncreated`), not at the next topic change or failover.
-RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange, ConfigChange, TopicChange)
+# The same holds for a topic deletion, a preferred election and the log-dir reports, which
+# read their znodes too, and for a broker change: it re-reads the registrations and elects
+# for every partition whose leader is gone, so it also re-checks after any other event
+# that failed on ZooKeeper while active (a broker failure's elections, left unwritten,
+# were otherwise redone only at the next broker change or failover).
+RETRIED_AFTER_ZK_ERROR = (ReassignmentChange, PartitionsAddChange, PartitionsRemoveChange, ConfigChange, TopicChange,
+                          TopicDeletion, PreferredElectionZnode, LogDirFailuresChange, BrokerChange)
 CONFIG_CHANGE_EXPIRATION_S = 15 * 60
 
 
@@ -134,13 +140,17 @@ class Controller:
                     # We may hold /controller without acting as controller: try again (the
                     # election recognises our own /controller) until we act or it is gone.
                     spawn(self._elect_again_after(ELECTION_RETRY_S), name="controller-elect-retry", owner=self._owned)
-                elif isinstance(ev, RETRIED_AFTER_ZK_ERROR) and self.core.active:
-                    spawn(self._enqueue_after(ELECTION_RETRY_S, ev), name="controller-admin-retry", owner=self._owned)
                 elif isinstance(ev, Elect) and self.core.active:
                     # A failover that failed after it became active ends with the admin
                     # paths (seed D 7-9): those are tried again (sweep seed 2307).
                     for admin in RETRIED_AFTER_ZK_ERROR:
                         spawn(self._enqueue_after(ELECTION_RETRY_S, admin()), name="controller-admin-retry", owner=self._owned)
+                elif self.core.active:
+                    again = [ev] if isinstance(ev, RETRIED_AFTER_ZK_ERROR) else []
+                    if not isinstance(ev, BrokerChange):
+                        again.append(BrokerChange())
+                    for retry in again:
+                        spawn(self._enqueue_after(ELECTION_RETRY_S, retry), name="controller-admin-retry", owner=self._owned)
             self._sync_watches()
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
@@ -425,18 +435,23 @@ class Controller:
         if self.watches is not None:
             self.watches.sync({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in brokers.items()})
         t_core = time.monotonic()
-        await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
-                                            reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()}, tuple(sorted(removes)),
-                                            gone))
+        try:
+            await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
+                                                reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()},
+                                                tuple(sorted(removes)), gone))
+        finally:
+            # Also when the take-over failed on ZooKeeper after it became active (it goes on
+            # as controller, its admin paths tried again): what every active controller runs.
+            if self.core.active:
+                self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
+                if self.settings["auto.leader.rebalance.enable"] and (self._rebalance_task is None or self._rebalance_task.done()):
+                    self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
         log.info("controller failover finished in %.0f ms (%d partitions; reading them %.0f ms, deciding and writing %.0f ms)",
                  (time.monotonic() - t0) * 1000, len(self.core.states), t_read * 1000, (time.monotonic() - t_core) * 1000)
         if self.channel is not None:
             for bid, epoch in self.core.gone.items():
                 if gone.get(bid) == epoch:
                     self.channel.remove_broker(bid)  # nothing more for it (as after ProcessGone)
-        self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
-        if self.settings["auto.leader.rebalance.enable"]:
-            self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
 
     async def _enqueue_after(self, delay_s: float, ev: ControllerEvent) -> None:
         await asyncio.sleep(delay_s)

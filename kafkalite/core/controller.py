@@ -756,6 +756,12 @@ class Controller:
         new = {b for b in brokers if b not in old} | bounced
         if not dead and not new:
             self.live = dict(brokers)  # registration details may have changed
+            # Nothing new, yet an earlier change may have been left half done: the live set
+            # is recorded before its elections are written, so when ZooKeeper failed those
+            # writes, the shell's re-check (this event again) finds no difference and must
+            # still elect for partitions led by a broker that is gone, and finish moves.
+            yield from self._elect_offline()
+            yield from self._advance_moves(self.moving())
             return
         self.shutting_down -= dead
         for b in dead | new:  # a registration back from `gone` missed updates meanwhile: it is told anew
@@ -1058,24 +1064,30 @@ class Controller:
             self.states.pop((topic, p), None)
 
     def _on_topic_deletion(self, topics: Sequence[str]) -> Handler:
-        done = []
+        # Every topic's StopReplica(delete) first, then one wait for their holders: a holder
+        # that does not answer (hung, or cut off with its session kept) holds this event,
+        # and every event queued behind it, for one TOPIC_DELETION_WAIT_MS, not one per topic.
+        self._answered = set()
+        waiting: set[int] = set()
         for topic in topics:
             gone = self.topics.get(topic)
-            if gone is not None:
-                holders = sorted({b for r in gone.partitions.values() for b in r} & set(self.live))
-                self._answered = set()
-                for b in holders:
-                    self._out.sends.append(Send(b, StopReplica(
-                        self.broker_id, self.epoch, self.live[b].epoch,
-                        tuple((topic, p) for p, r in sorted(gone.partitions.items()) if b in r), delete=True)))
-                if holders:
-                    yield WaitForAnswers(frozenset(holders), self._now + TOPIC_DELETION_WAIT_MS)
+            if gone is None:
+                continue
+            holders = sorted({b for r in gone.partitions.values() for b in r} & set(self.live))
+            for b in holders:
+                self._out.sends.append(Send(b, StopReplica(
+                    self.broker_id, self.epoch, self.live[b].epoch,
+                    tuple((topic, p) for p, r in sorted(gone.partitions.items()) if b in r), delete=True)))
+            waiting.update(holders)
+        if waiting:
+            yield WaitForAnswers(frozenset(waiting), self._now + TOPIC_DELETION_WAIT_MS)
+        for topic in topics:
             yield DeleteTopic(topic)
             self._forget_topic(topic)
-            done.append(topic)
             self._note(f"topic {topic} deleted")
-        if done:
-            self._send_update_metadata(sorted(self.live), deleted=done)
+            # Told at once, each: if ZooKeeper fails the next topic's deletion, this one is
+            # forgotten here already and no later event would tell the brokers.
+            self._send_update_metadata(sorted(self.live), deleted=[topic])
 
     def answered(self, brokers: Iterable[int]) -> bool:
         """WaitForAnswers: have these brokers all answered?"""

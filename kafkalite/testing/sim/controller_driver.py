@@ -113,6 +113,10 @@ class SimControllerDriver:
         # The admin-path "watches": the change count of each watched path when it was last
         # read (a watch is set by the read and fires on the next change).
         self._read_at: dict[str, int] = {prefix: -1 for prefix in zkm.WATCHED}
+        # An event failed on ZooKeeper while active: the registrations are read again (and
+        # elections left unwritten redone) once ZooKeeper answers, as the broker's driver
+        # re-checks with a BrokerChange.
+        self._recheck_brokers = False
         self._wait_started_ms = 0
         self._running: core.ControllerEvent | None = None  # the event being handled (or last handled)
         self._watch_reported: set[tuple[int, int, str]] = set()  # (broker, epoch, "gone"/"back") queued
@@ -212,7 +216,11 @@ class SimControllerDriver:
             self.sim.node_after(self.broker.id, self.sim.rng.randint(0, 2), "controller event", self._step)
 
     def broker_change(self) -> core.ControllerEvent | None:
-        return core.BrokersChanged(self._live_brokers()) if self.broker.zk_reachable() else None
+        if not self.broker.zk_reachable():
+            self._recheck_brokers = self._recheck_brokers or self.core.active
+            return None
+        self._recheck_brokers = False
+        return core.BrokersChanged(self._live_brokers())
 
     def reassignment_change(self) -> core.ControllerEvent | None:
         if not self.broker.zk_reachable():
@@ -241,7 +249,7 @@ class SimControllerDriver:
     def tick(self) -> None:
         if not self.broker.zk_reachable():
             return
-        if self.zk.live_brokers() != self.core.registrations():
+        if self._recheck_brokers or self.zk.live_brokers() != self.core.registrations():
             self._enqueue_once(self.broker_change)
         if self.broker.cfg.process_watch and self.core.active:
             self._watch_processes()
@@ -368,6 +376,8 @@ class SimControllerDriver:
                     core.Activated: list(zkm.WATCHED)}.get(type(event), [])
         for prefix in prefixes:
             self._read_failed(prefix)
+        if self.core.active:
+            self._recheck_brokers = True
 
     def _execute(self, ready: core.Ready) -> None:
         for note in ready.notes:

@@ -408,6 +408,72 @@ def test_alter_isr_proposal_epochs_cross_the_wire_and_an_older_form_reads_withou
         AlterIsrRequest.from_wire({**request.to_wire(), "isr_epochs": [[-1, 30], [-1, 30]]})
 
 
+class ZkLostAt(Znodes):
+    """Fails (as a connection loss would) the first state write that names `tp`."""
+
+    def __init__(self, tp, **kw):
+        super().__init__(**kw)
+        self.fail_tp = tp
+
+    def perform(self, op):
+        if self.fail_tp is not None and isinstance(op, core.WriteStates) and self.fail_tp in op.updates:
+            self.fail_tp = None
+            raise ConnectionError("ZooKeeper connection lost")
+        return super().perform(op)
+
+
+def drive_until_lost(ctrl: core.Controller, zk: Znodes, event: core.ControllerEvent) -> None:
+    ready = ctrl.handle(event, 0)
+    while ready.io is not None:
+        try:
+            outcome = zk.perform(ready.io)
+        except ConnectionError:
+            ctrl.abort(ErrorCode.NOT_CONTROLLER)
+            return
+        ready = ctrl.resume(outcome, 0)
+    raise AssertionError("the write did not fail")
+
+
+def test_a_broker_failure_whose_election_failed_on_zookeeper_is_elected_by_the_recheck():
+    """Broker 1 died; the election's write failed (a connection loss) and the event was
+    dropped, with broker 1 already out of the live set. The shell re-checks with the same
+    registrations: nothing differs, yet T0 must get a new leader then, not at the next
+    broker change or failover."""
+    zk = ZkLostAt(T0)
+    ctrl, _ = active(zk)
+    drive_until_lost(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert zk.nodes[T0].leader == 1  # not written
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))
+    assert zk.nodes[T0].leader in (2, 3) and 1 not in zk.nodes[T0].isr
+    assert any(p.topic_partition == T0 for lai in run.to(zk.nodes[T0].leader, LeaderAndIsr) for p in lai.partitions)
+
+
+def test_topic_deletion_waits_once_for_every_holder_and_tells_the_brokers_topic_by_topic():
+    """Every topic's StopReplica goes out first and the controller waits once (a holder
+    that does not answer holds the event queue for one wait, not one per topic); each
+    topic is told deleted as its znodes go (so a failure at the next one cannot leave it
+    listed)."""
+    zk = Znodes()
+    ctrl, _ = active(zk, topics={"t": TOPIC, "u": core.Topic({0: (1, 2)})},
+                     states={T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1),
+                             ("u", 0): PartitionState(1, 0, (1, 2), 0, 1)})
+    ready = ctrl.handle(core.TopicsMarkedForDeletion(("t", "u")), 0)
+    stops = [s for s in ready.sends if isinstance(s.request, StopReplica)]
+    assert sorted((s.broker_id, s.request.partitions[0][0]) for s in stops) == [(1, "t"), (1, "u"), (2, "t"), (2, "u"), (3, "t")]
+    assert ready.io == core.WaitForAnswers(frozenset({1, 2, 3}), ready.io.deadline_ms)
+    for s in stops:
+        ctrl.on_answer(core.BrokerAnswered(s.broker_id, s.request, 0))
+    told = []
+    ready = ctrl.resume(None, 1)
+    while ready.io is not None:
+        assert not isinstance(ready.io, core.WaitForAnswers)
+        ready = ctrl.resume(zk.perform(ready.io), 1)
+        told += [s.request.deleted_topics for s in ready.sends if isinstance(s.request, UpdateMetadata) and s.request.deleted_topics]
+    assert zk.deleted == ["t", "u"]
+    assert set(told) == {("t",), ("u",)}
+    assert not ctrl.topics and not ctrl.states
+
+
 def test_alter_isr_from_a_stale_broker_epoch_is_refused():
     zk = Znodes()
     ctrl, _ = active(zk)
