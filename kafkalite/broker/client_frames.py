@@ -13,7 +13,8 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">i")
 
 
-async def read_frame(reader: asyncio.StreamReader, peer: Any, frame_bytes_max: int) -> bytes | None:
+async def read_frame(reader: asyncio.StreamReader, peer: Any, frame_bytes_max: int,
+                     limit_name: str = "socket.request.max.bytes") -> bytes | None:
     """One frame's bytes; None when the connection ended or the frame is too big (logged:
     the caller closes the connection)."""
     try:
@@ -22,7 +23,7 @@ async def read_frame(reader: asyncio.StreamReader, peer: Any, frame_bytes_max: i
         return None
     (size,) = _LEN.unpack(head)
     if size < 0 or size > frame_bytes_max:
-        log.warning("closing %s: request frame of %d bytes exceeds socket.request.max.bytes=%d", peer, size, frame_bytes_max)
+        log.warning("closing %s: request frame of %d bytes exceeds %s=%d", peer, size, limit_name, frame_bytes_max)
         return None
     try:
         return await reader.readexactly(size)

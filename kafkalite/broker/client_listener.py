@@ -118,6 +118,7 @@ class ClientListener(StreamServer):
         # (handler task, API name, when the request was read), answered in this order
         responses: asyncio.Queue[tuple[asyncio.Task, str, float] | None] = asyncio.Queue(maxsize=self.in_flight_max)
         sender = asyncio.create_task(self._send_loop(responses, writer))
+        handlers: set[asyncio.Task] = set()  # requests of this connection not finished yet
         try:
             while True:
                 frame = await read_frame(reader, peer, self.frame_bytes_max)
@@ -127,7 +128,19 @@ class ClientListener(StreamServer):
                 job = self._decode_and_dispatch(frame, peer, state)
                 if job is None:
                     break
-                await responses.put((job[0], job[1], read_at))
+                handlers.add(job[0])
+                job[0].add_done_callback(handlers.discard)
+                if not responses.full():
+                    responses.put_nowait((job[0], job[1], read_at))
+                else:
+                    # Full: wait for the sender to take one, unless it ends meanwhile (the
+                    # client reset, or a handler failed), which nothing else would notice:
+                    # this reader waited for ever, holding every queued answer.
+                    put = asyncio.ensure_future(responses.put((job[0], job[1], read_at)))
+                    await asyncio.wait({put, sender}, return_when=asyncio.FIRST_COMPLETED)
+                    if not put.done():
+                        put.cancel()
+                        break
                 if sender.done():
                     break
         finally:
@@ -138,6 +151,11 @@ class ClientListener(StreamServer):
             # Let queued responses go out (bounded), then make sure the sender is gone.
             await asyncio.wait({sender}, timeout=5)
             await cancel_and_wait([sender])
+            # Nobody will read what is still being handled (a parked fetch, an acks=all
+            # produce waiting for the ISR): it ends now, and leaves the purgatory, instead of
+            # holding its slot there until its own timeout.
+            for task in list(handlers):
+                task.cancel()
 
     def _decode_and_dispatch(self, frame: bytes, peer: Any, state: ConnectionState) -> tuple[asyncio.Task, str] | None:
         """Start handling one request: its task and API name; None means: close the connection."""

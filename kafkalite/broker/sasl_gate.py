@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVER_NONCE_CHARS = 32
+# Before authentication a frame is at most this big (Kafka's sasl.server.max.receive.size
+# default): a client not yet known cannot make the broker read, and decode, a frame of
+# socket.request.max.bytes (100 MiB of tiny array elements decode to about 10 GiB).
+SASL_RECEIVE_BYTES_MAX = 512 * 1024
 _NONCE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
@@ -68,7 +72,8 @@ class SaslGate:
         server: SaslServer | None = None
         handshake_version = -1
         while True:
-            data = await read_frame(reader, peer, self.listener.frame_bytes_max)
+            data = await read_frame(reader, peer, min(self.listener.frame_bytes_max, SASL_RECEIVE_BYTES_MAX),
+                                    "the limit before SASL authentication (sasl.server.max.receive.size)")
             if data is None:
                 return None
             if server is not None and handshake_version == 0:

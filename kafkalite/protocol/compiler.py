@@ -115,6 +115,8 @@ def _string_decoder(nullable: bool, compact: bool) -> Decoder:
             if n == -1 and nullable:
                 return None, pos
             raise malformed(f"string length {n}")
+        if n > 0x7FFF:  # a compact length can say more; Kafka refuses it as every string is int16-sized
+            raise malformed(f"string length {n} exceeds {0x7FFF}")
         end = pos + n
         if end > len(data):
             raise malformed("string runs past the frame")

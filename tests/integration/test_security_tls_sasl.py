@@ -301,6 +301,14 @@ def test_requests_before_authentication_close_the_connection(secure):
         assert raw.closed_by_broker()
     finally:
         raw.close()
+    # Before authentication a frame may be 512 KiB at most (Kafka's sasl.server.max.receive.size):
+    # a bigger one is not read, let alone decoded; the connection closes.
+    raw = Raw(secure["status"]["brokers"][1]["port"], secure["tls"]["ca"])
+    try:
+        raw.sock.sendall(struct.pack(">i", 512 * 1024 + 1) + b"\0" * 1024)
+        assert raw.closed_by_broker()
+    finally:
+        raw.close()
 
 
 def test_an_unsupported_mechanism_is_refused_with_the_enabled_list(secure):

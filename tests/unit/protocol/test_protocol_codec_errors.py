@@ -93,6 +93,21 @@ def test_negative_and_absurd_lengths_are_invalid_request():
         codec.decode_request(bad)
 
 
+def test_a_compact_string_over_the_int16_limit_is_invalid_request():
+    """A compact (flexible-version) string's length is a varint, which can say more than any
+    Kafka string may hold (32,767 bytes): refused at decoding, as Kafka does. It used to be
+    accepted and then failed when echoed in the answer: a traceback and a dropped connection."""
+    frame = codec.encode_request(ApiKey.METADATA, 9, 1, "c", {
+        "topics": [{"name": "x" * 100}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})[4:]
+    at = frame.index(bytes([101]) + b"x" * 100)
+    assert codec.decode_request(frame)[1]["topics"][0]["name"] == "x" * 100
+    n = 40_000 + 1  # uvarint of 40,001: three bytes
+    long_name = bytes([(n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14]) + b"x" * 40_000
+    with pytest.raises(InvalidRequestError):
+        codec.decode_request(frame[:at] + long_name + frame[at + 101:])
+
+
 def test_invalid_utf8_and_overlong_varint_are_invalid_request():
     header = struct.pack(">hhi", ApiKey.METADATA, 1, 1) + b"\xff\xff"
     with pytest.raises(InvalidRequestError):
