@@ -153,8 +153,8 @@ def controller_isr(state: PartitionReplicaState, cluster: ClusterView) -> tuple[
 def partition_view(state: PartitionReplicaState, *, leader_leo: int, fetch_offset: int,
                    racks: Mapping[int, str | None], now_ms: int) -> PartitionView:
     """The leader's view for the selector (Kafka's findPreferredReadReplica): the leader,
-    and every follower that is alive (in `racks`), in the committed ISR, and whose log end
-    as last fetched holds `fetch_offset`."""
+    and every follower that is alive (in `racks`), in the committed ISR, and whose log as
+    last fetched (its log start to its log end) holds `fetch_offset`."""
     assert state.is_leader
     me = state.local_broker_id
     leader = ReplicaView(me, racks.get(me), leader_leo, 0)
@@ -163,7 +163,10 @@ def partition_view(state: PartitionReplicaState, *, leader_leo: int, fetch_offse
         if replica_id == me or replica_id not in racks:
             continue
         follower = state.follower_state(replica_id)
-        if follower.leo < fetch_offset:
+        # It holds `fetch_offset`: below its log end, and not below its log start (its own
+        # retention may have deleted more than ours: redirected there, a consumer from the
+        # earliest offset got OFFSET_OUT_OF_RANGE, reset, and was redirected again).
+        if follower.leo < fetch_offset or not 0 <= follower.log_start_offset <= fetch_offset:
             continue
         since_ms = max(0, now_ms - follower.last_caught_up_ms)
         views.append(ReplicaView(replica_id, racks[replica_id], follower.leo, since_ms))

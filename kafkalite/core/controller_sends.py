@@ -56,12 +56,13 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
             gone, gone_tps = set(b.deleted_topics), set(b.deleted_partitions)
             by_tp = {(m.topic, m.partition): m for m in a.partitions if m.topic not in gone and (m.topic, m.partition) not in gone_tps}
             by_tp.update({(m.topic, m.partition): m for m in b.partitions})
-            # Deletions apply before partitions: one deleted in `a` and listed again in `b` stays.
+            # Every deletion is kept: a broker applies deletions before partitions, so a topic
+            # deleted in `a` and listed again in `b` (re-created) loses what it had and gets
+            # what `b` lists. Dropping the deletion left a re-created topic with fewer
+            # partitions holding the old one's extra partitions in that broker's cache.
             return dataclasses.replace(a, brokers=b.brokers, partitions=tuple(by_tp.values()),
-                                       deleted_topics=tuple(t for t in a.deleted_topics if t not in {m.topic for m in b.partitions})
-                                       + b.deleted_topics,
-                                       deleted_partitions=tuple(tp for tp in a.deleted_partitions if tp not in by_tp)
-                                       + b.deleted_partitions,
+                                       deleted_topics=tuple(dict.fromkeys(a.deleted_topics + b.deleted_topics)),
+                                       deleted_partitions=tuple(dict.fromkeys(a.deleted_partitions + b.deleted_partitions)),
                                        topic_configs={t: c for t, c in {**a.topic_configs, **b.topic_configs}.items() if t not in gone})
     return None
 

@@ -59,3 +59,26 @@ def test_an_update_reports_the_partitions_it_deleted():
     again = UpdateMetadata(1, 1, -1, brokers, (meta("b", 0),), deleted_topics=("b",))
     assert cache.apply_update(again.to_wire()) == []
     assert cache.partition("b", 0) is not None
+
+
+def test_a_deletion_merged_with_a_re_creation_still_deletes_what_is_not_listed_again():
+    """Two deltas queued for a slow broker merge into one (kafkalite.core.controller_sends):
+    topic t (6 partitions) deleted, then created again with 2. The merged update keeps the
+    deletion, so the broker's cache drops partitions 2-5 instead of keeping them until its
+    next full update (clients hashing keys to them were stranded)."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.core.controller_sends import merged
+    from kafkalite.core.messages import BrokerEndpoint, PartitionMetadata, UpdateMetadata
+
+    brokers = (BrokerEndpoint(1, "127.0.0.1", 9001, 9101, 9201, None, 1),)
+
+    def meta(p: int, epoch: int) -> PartitionMetadata:
+        return PartitionMetadata("t", p, 1, epoch, (1,), (1,), ())
+
+    cache = MetadataCache()
+    cache.apply_update(UpdateMetadata(1, 1, -1, brokers, tuple(meta(p, 7) for p in range(6)), full=True).to_wire())
+    both = merged(UpdateMetadata(1, 1, -1, brokers, deleted_topics=("t",)),
+                  UpdateMetadata(1, 1, -1, brokers, (meta(0, 0), meta(1, 0))))
+    assert isinstance(both, UpdateMetadata) and both.deleted_topics == ("t",)
+    assert cache.apply_update(both.to_wire()) == [("t", p) for p in range(2, 6)]
+    assert [p for p in range(6) if cache.partition("t", p) is not None] == [0, 1]

@@ -36,12 +36,15 @@ def rack(r: str) -> ClientMetadata:
     return ClientMetadata(rack_id=r, client_id="test", client_address="127.0.0.1")
 
 
-def leader_state(isr=(1, 2, 3), leo: int = 100, follower_leos: dict[int, int] | None = None, now_ms: int = 1000) -> PartitionReplicaState:
-    """Broker 1 leads at EPOCH with `leo`; followers have fetched at their given LEOs."""
+def leader_state(isr=(1, 2, 3), leo: int = 100, follower_leos: dict[int, int] | None = None, now_ms: int = 1000,
+                 follower_log_starts: dict[int, int] | None = None) -> PartitionReplicaState:
+    """Broker 1 leads at EPOCH with `leo`; followers have fetched at their given LEOs (and
+    log starts, 0 unless given)."""
     state = PartitionReplicaState(*TP, 1)
     state.become_leader(LeaderAndIsrState(1, EPOCH, tuple(isr), 0, (1, 2, 3)), leo, 0, now_ms, 0)
     for replica_id, follower_leo in (follower_leos or {2: leo, 3: leo}).items():
-        state.update_follower_fetch(replica_id, follower_leo, leo, now_ms)
+        state.update_follower_fetch(replica_id, follower_leo, leo, now_ms,
+                                    follower_log_start=(follower_log_starts or {}).get(replica_id, 0))
     return state
 
 
@@ -65,6 +68,22 @@ def test_the_leader_names_the_in_rack_follower_and_reads_nothing():
     state = leader_state()
     read = decide(state, ConsumerFetch(40, EPOCH, rack("b")), hw=100, leo=100, selector=RackAwareReplicaSelector())
     assert read == ConsumerRead(ReadSource.REDIRECT, 100, 2)
+
+
+def test_a_follower_whose_log_starts_above_the_fetch_offset_is_not_named():
+    """Kafka's findPreferredReadReplica: the follower must hold the offset, from its log
+    start to its log end. Its own retention deleted offsets below 60 (ours keeps them): a
+    consumer from the earliest offset named there got OFFSET_OUT_OF_RANGE, reset to the
+    earliest offset and was named there again. Nor is a follower whose log start is not
+    known yet."""
+    state = leader_state(follower_log_starts={2: 60})
+    selector = RackAwareReplicaSelector()
+    assert decide(state, ConsumerFetch(0, EPOCH, rack("b")), hw=100, leo=100, selector=selector).preferred_read_replica == -1
+    assert decide(state, ConsumerFetch(60, EPOCH, rack("b")), hw=100, leo=100, selector=selector).preferred_read_replica == 2
+    unknown = PartitionReplicaState(*TP, 1)
+    unknown.become_leader(LeaderAndIsrState(1, EPOCH, (1, 2, 3), 0, (1, 2, 3)), 100, 0, 1000, 0)
+    unknown.update_follower_fetch(2, 100, 100, 1000)  # (an older broker: no log start in its fetch)
+    assert decide(unknown, ConsumerFetch(40, EPOCH, rack("b")), hw=100, leo=100, selector=selector).preferred_read_replica == -1
 
 
 def test_the_leader_serves_clients_in_its_rack_without_a_rack_or_before_fetch_v11():
@@ -202,7 +221,7 @@ def test_the_replica_manager_redirects_with_its_configured_selector():
     rm.on_leader_and_isr(lai(1, 1), 0)
     logs[TP].append(1, 10)
     for follower in (2, 3):
-        rm.follower_fetch(TP, follower, 10, 1, 1, 5)
+        rm.follower_fetch(TP, follower, 10, 1, 1, 5, follower_log_start=0)
     replica, read = rm.consumer_fetch(TP, ConsumerFetch(4, 1, rack("c")), ClusterView(RACKS, True), 10)
     assert (replica.hw, read) == (10, ConsumerRead(ReadSource.REDIRECT, 10, 3))
 
