@@ -54,7 +54,7 @@ class LogPort:
         self.log.truncate_to(offset)  # also at the LEO: drops an epoch that starts there
 
 
-_NOT_THE_DISK = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+NOT_THE_DISK = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 @contextmanager
@@ -65,7 +65,7 @@ def disk_io(plog: Log) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if e.errno in _NOT_THE_DISK:  # the process ran out of descriptors or memory: this request fails, the dir is fine
+        if e.errno in NOT_THE_DISK:  # the process ran out of descriptors or memory: this request fails, the dir is fine
             raise LogDirError(f"{plog.dir}: {e}") from e
         raise LogDirFailure(os.path.dirname(plog.dir), e) from e
 

@@ -55,6 +55,7 @@ from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import EVENT_LOOP_PROBE_S, BrokerMetrics
+from kafkalite.broker.partition import NOT_THE_DISK
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.tls import HANDSHAKE_TIMEOUT_S as TLS_HANDSHAKE_TIMEOUT_S
 from kafkalite.broker.tls import server_context
@@ -763,14 +764,20 @@ class Broker:
                 self.logs.mark_dirs_synced(new_dirs)
             finally:
                 self._flush_job = None
-        for plog in [plog for plog in self.logs.logs().values() if plog.needs_flush(now)]:
-            job = plog.begin_flush(now)
-            self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, job.run))
+        for tp, plog in [(tp, plog) for tp, plog in self.logs.logs().items() if plog.needs_flush(now)]:
+            if self.logs.logs().get(tp) is not plog:
+                continue  # closed while an earlier flush ran (its dir failed, it was deleted or moved)
+            self._flush_job = None
             try:
+                job = plog.begin_flush(now)
+                self._flush_job = asyncio.ensure_future(self.loop.run_in_executor(None, job.run))
                 await self._flush_job
             except OSError as e:
                 log.warning("flush of %s failed: %s", plog.dir, e)
-                plog.abort_flush(job)
+                if self._flush_job is not None:  # (begin_flush undid itself)
+                    plog.abort_flush(job)
+                if e.errno in NOT_THE_DISK:  # the process's limits, not the disk's: flushed again next round
+                    continue
                 self.on_log_dir_failure(LogDirFailure(os.path.dirname(plog.dir), e))
                 continue
             finally:

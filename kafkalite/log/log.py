@@ -730,13 +730,22 @@ class Log:
             # Before the recovery point passes a new epoch's batches (see LeaderEpochCache).
             job.epochs = (cache.path, cache.epoch_entries())
             cache.dirty = False
-        for segment in self._segments:
-            if segment.unflushed:
-                segment.offset_index.write_pending()
-                segment.time_index.write_pending()
-                job.fds.append(segment.dup_fd())
-                job.index_paths += [segment.offset_index.path, segment.time_index.path]
-                segment.unflushed = False
+        try:
+            for segment in self._segments:
+                if segment.unflushed:
+                    segment.offset_index.write_pending()
+                    segment.time_index.write_pending()
+                    job.fds.append(segment.dup_fd())
+                    job.index_paths += [segment.offset_index.path, segment.time_index.path]
+                    segment.unflushed = False
+        except BaseException:
+            # (out of descriptors for the dup, no space for an index): nothing of this job
+            # counts as flushed, and the descriptors it took go back.
+            for fd in job.fds:
+                os.close(fd)
+            job.fds = []
+            self.abort_flush(job)
+            raise
         job.fsync_dir = self._dir_dirty or self.dir_unsynced
         job.fsync_parent = self.parent_dir_unsynced
         self._dir_dirty = False

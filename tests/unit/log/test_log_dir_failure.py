@@ -89,3 +89,45 @@ def test_running_out_of_descriptors_fails_the_request_not_the_dir(tmp_path):
         with disk_io(plog):
             raise OSError(errno.ENOSPC, "No space left on device")
     logs.close()
+
+
+def test_a_flush_that_cannot_start_counts_nothing_as_flushed_and_keeps_no_descriptor(tmp_path, monkeypatch):
+    """begin_flush takes a descriptor per unflushed segment; when one cannot be had (out of
+    descriptors, or no space for an index) the segments already taken must stay unflushed,
+    the new epoch must stay due for writing, and the descriptors taken go back: else the
+    next flush moved the recovery point past segments never fsynced, and past an epoch the
+    epoch file lacks."""
+    import errno
+
+    from kafkalite.log.log import Log
+    from kafkalite.log.segment import LogSegment
+
+    plog = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=2000, index_interval_bytes=200), now_ms=0)
+    for i in range(10):
+        plog.append_as_leader(encode_batch([(b"k", b"v" * 40, ())]), 1, i)
+    plog.flush()
+    for i in range(30):  # a new epoch, over several segments
+        plog.append_as_leader(encode_batch([(b"k", b"v" * 40, ())]), 2, i)
+    unflushed = [s.base_offset for s in plog.segments if s.unflushed]
+    assert len(unflushed) >= 2 and plog.leader_epoch_cache.dirty
+    real = LogSegment.files.dup
+    taken: list[int] = []
+
+    def dup(segment):
+        if taken:
+            raise OSError(errno.EMFILE, "Too many open files")
+        fd = real(segment)
+        taken.append(fd)
+        return fd
+
+    monkeypatch.setattr(LogSegment.files, "dup", dup)
+    with pytest.raises(OSError):
+        plog.begin_flush(10**6)
+    monkeypatch.setattr(LogSegment.files, "dup", real)
+    with pytest.raises(OSError):
+        os.fstat(taken[0])  # given back
+    assert [s.base_offset for s in plog.segments if s.unflushed] == unflushed
+    assert plog.leader_epoch_cache.dirty
+    plog.flush()
+    assert plog.recovery_point == plog.log_end_offset and not plog.leader_epoch_cache.dirty
+    plog.close()
