@@ -80,6 +80,10 @@ class Partition(Replica):
         # controlled shutdown moving thousands) reads no log.
         self._producers_loaded = plog.log_end_offset == plog.log_start_offset
         self.listeners: list[Callable[[Partition, bool], None]] = []
+        # Records were truncated away: the recovery point fell below what the last recovery
+        # checkpoint says, which must follow before new records land where the old ones
+        # were (set by the replica manager; see ReplicaManager._checkpoint_after_truncation).
+        self.on_truncated: Callable[[Partition], None] = lambda part: None
         # When recent batches were appended as leader (kafkalite_replication_catch_up_seconds);
         # made at the first append, so a partition never led costs nothing.
         self.append_times: AppendTimes | None = None
@@ -182,12 +186,15 @@ class Partition(Replica):
         self.notify()
 
     def truncate_to(self, offset: int) -> None:
-        if offset < self.leo:
+        removed = offset < self.leo
+        if removed:
             log.info("truncating %s-%d from %d to %d", self.topic, self.partition, self.leo, offset)
             self._producers_loaded = False  # rebuilt from what is left at the next leadership
             self.producers = ProducerStateTable()  # nothing stale meanwhile
         with disk_io(self.log):
             super().truncate_to(offset)
+        if removed:
+            self.on_truncated(self)
 
     def advance_log_start(self, offset: int) -> bool:
         """DeleteRecords on the leader, or a follower following the leader's log start:
@@ -210,6 +217,7 @@ class Partition(Replica):
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with disk_io(self.log):
             self.log.truncate_fully_and_start_at(offset)
+        self.on_truncated(self)
         self._producers_loaded = False
         self.state.on_truncate(self.leo)
         self.state.maybe_update_log_start_offset(offset)

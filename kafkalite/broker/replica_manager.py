@@ -74,6 +74,7 @@ class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, log_config: LogConfig, settings: dict[str, Any], metrics: BrokerMetrics):
         self.broker_id = broker_id
         self.logs = logs
+        self._recovery_checkpoint_due = False  # _checkpoint_after_truncation
         self.log_config = log_config
         self.settings = settings
         self.metrics = metrics
@@ -125,7 +126,32 @@ class ReplicaManager:
     def _partition(self, topic: str, p: int, plog: Any) -> Partition:
         part = Partition(topic, p, self.broker_id, plog, self._hw_checkpoint.get((topic, p), 0))
         part.listeners.append(self._on_partition_changed)
+        part.on_truncated = self._checkpoint_after_truncation
         return part
+
+    def _checkpoint_after_truncation(self, part: Partition) -> None:
+        """A log was truncated (KIP-101, or restarted at the leader's log start): its recovery
+        point fell, and the recovery checkpoint must say so before records land where the
+        truncated ones were. Else a kill -9 before the periodic checkpoint reopened the log
+        trusting the segments below the old recovery point, new records included, without
+        scanning them: their leader epochs missing from the epoch cache, or misplaced (found
+        by a review; Kafka's LogManager.truncateTo checkpoints at once as well). Written on
+        the loop's next turn, once for all the truncations of this one (a LeaderAndIsr may
+        truncate thousands), before any later answer is read and appended."""
+        if self._recovery_checkpoint_due:
+            return
+        self._recovery_checkpoint_due = True
+        try:
+            asyncio.get_running_loop().call_soon(self._write_recovery_points_now)
+        except RuntimeError:  # no loop (a tool working on the logs directly)
+            self._write_recovery_points_now()
+
+    def _write_recovery_points_now(self) -> None:
+        self._recovery_checkpoint_due = False
+        try:
+            self.logs.checkpoint_recovery_points()
+        except LogDirFailure as e:  # that dir goes offline; the others were written
+            self.on_log_dir_failure(e)
 
     def apply_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         """Topic configs from ZooKeeper (at start-up) or the controller (LeaderAndIsr,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,11 @@ class LogManager:
         # Log dirs that failed while serving (KIP-112): their logs are closed and forgotten,
         # nothing is created, checkpointed or marked clean there until the broker restarts.
         self.offline_dirs: set[str] = set()
+        # Recovery points are written by the periodic checkpoint (in a thread, from a
+        # snapshot) and at once after a truncation (on the loop): one at a time (they share
+        # the file's temporary name), and never above a log's recovery point as it is when
+        # written (a snapshot taken before a truncation would raise it again).
+        self._recovery_write = threading.Lock()
 
     @property
     def online_dirs(self) -> list[str]:
@@ -259,7 +265,13 @@ class LogManager:
         self.write_recovery_points(self.recovery_points())
 
     def write_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
-        self._write_offsets(checkpoint.RECOVERY_POINT_CHECKPOINT, points)
+        with self._recovery_write:
+            logs = self._logs
+            clamped = {}
+            for key, point in points.items():
+                lg = logs.get(key)
+                clamped[key] = point if lg is None else min(point, lg.recovery_point)
+            self._write_offsets(checkpoint.RECOVERY_POINT_CHECKPOINT, clamped)
 
     def _write_offsets(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
         """One checkpoint file per online dir; a dir whose write fails does not stop the
