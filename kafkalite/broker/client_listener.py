@@ -118,7 +118,9 @@ class ClientListener(StreamServer):
         # (handler task, API name, when the request was read), answered in this order
         responses: asyncio.Queue[tuple[asyncio.Task, str, float] | None] = asyncio.Queue(maxsize=self.in_flight_max)
         sender = asyncio.create_task(self._send_loop(responses, writer))
-        handlers: set[asyncio.Task] = set()  # requests of this connection not finished yet
+        # Requests of this connection that wait on others (a fetch's long poll, an acks=all
+        # produce in the purgatory) and have not finished: ended with the connection.
+        parked: set[asyncio.Task] = set()
         try:
             while True:
                 frame = await read_frame(reader, peer, self.frame_bytes_max)
@@ -128,8 +130,9 @@ class ClientListener(StreamServer):
                 job = self._decode_and_dispatch(frame, peer, state)
                 if job is None:
                     break
-                handlers.add(job[0])
-                job[0].add_done_callback(handlers.discard)
+                if job[1] in _PARKING_APIS:
+                    parked.add(job[0])
+                    job[0].add_done_callback(parked.discard)
                 if not responses.full():
                     responses.put_nowait((job[0], job[1], read_at))
                 else:
@@ -137,25 +140,32 @@ class ClientListener(StreamServer):
                     # client reset, or a handler failed), which nothing else would notice:
                     # this reader waited for ever, holding every queued answer.
                     put = asyncio.ensure_future(responses.put((job[0], job[1], read_at)))
-                    await asyncio.wait({put, sender}, return_when=asyncio.FIRST_COMPLETED)
-                    if not put.done():
-                        put.cancel()
+                    try:
+                        await asyncio.wait({put, sender}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        stuck = not put.done()
+                        if stuck:
+                            put.cancel()
+                    if stuck:
                         break
                 if sender.done():
                     break
         finally:
             try:
-                responses.put_nowait(None)
-            except asyncio.QueueFull:
-                sender.cancel()
-            # Let queued responses go out (bounded), then make sure the sender is gone.
-            await asyncio.wait({sender}, timeout=5)
-            await cancel_and_wait([sender])
-            # Nobody will read what is still being handled (a parked fetch, an acks=all
-            # produce waiting for the ISR): it ends now, and leaves the purgatory, instead of
-            # holding its slot there until its own timeout.
-            for task in list(handlers):
-                task.cancel()
+                try:
+                    responses.put_nowait(None)
+                except asyncio.QueueFull:
+                    sender.cancel()
+                # Let queued responses go out (bounded), then make sure the sender is gone.
+                await asyncio.wait({sender}, timeout=5)
+                await cancel_and_wait([sender])
+            finally:
+                # Nobody will read what still waits (a fetch's long poll, an acks=all produce
+                # waiting for the ISR): it ends now, and leaves the purgatory, instead of
+                # holding its slot there until its own timeout. (Other requests, an admin
+                # request's ZooKeeper writes, run to their end as before.)
+                for task in list(parked):
+                    task.cancel()
 
     def _decode_and_dispatch(self, frame: bytes, peer: Any, state: ConnectionState) -> tuple[asyncio.Task, str] | None:
         """Start handling one request: its task and API name; None means: close the connection."""
@@ -229,6 +239,7 @@ class ClientListener(StreamServer):
 
 
 _NOTHING_READY = object()  # _send_loop: no answer queued behind the ones just written
+_PARKING_APIS = frozenset({ApiKey.FETCH.name, ApiKey.PRODUCE.name})  # ended with their connection
 
 
 def _done(data: bytes) -> asyncio.Task:

@@ -96,6 +96,7 @@ class Controller:
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
         self._owned: set[asyncio.Task] = set()
+        self._retries_due: set[type] = set()  # kinds of event a retry of is scheduled (_retry_later)
         self._unclean_counted = 0
         self._config_change_seen = ""  # the last /config/changes notification handled (issue 16)
         # Set by the broker: registrations (broker -> epoch) its own process watches found
@@ -144,13 +145,11 @@ class Controller:
                     # A failover that failed after it became active ends with the admin
                     # paths (seed D 7-9): those are tried again (sweep seed 2307).
                     for admin in RETRIED_AFTER_ZK_ERROR:
-                        spawn(self._enqueue_after(ELECTION_RETRY_S, admin()), name="controller-admin-retry", owner=self._owned)
+                        self._retry_later(admin())
                 elif self.core.active:
-                    again = [ev] if isinstance(ev, RETRIED_AFTER_ZK_ERROR) else []
-                    if not isinstance(ev, BrokerChange):
-                        again.append(BrokerChange())
-                    for retry in again:
-                        spawn(self._enqueue_after(ELECTION_RETRY_S, retry), name="controller-admin-retry", owner=self._owned)
+                    if isinstance(ev, RETRIED_AFTER_ZK_ERROR):
+                        self._retry_later(ev)
+                    self._retry_later(BrokerChange())
             self._sync_watches()
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
@@ -439,13 +438,12 @@ class Controller:
             await self._run_core(core.Activated(won.epoch, brokers, topics, states, written_zxid, tuple(marked), preferred,
                                                 reassignments, throttle, {tp: tuple(r) for tp, r in adds.items()},
                                                 tuple(sorted(removes)), gone))
-        finally:
-            # Also when the take-over failed on ZooKeeper after it became active (it goes on
-            # as controller, its admin paths tried again): what every active controller runs.
-            if self.core.active:
-                self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
-                if self.settings["auto.leader.rebalance.enable"] and (self._rebalance_task is None or self._rebalance_task.done()):
-                    self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
+        except ZkError:
+            # The take-over failed on ZooKeeper after it became active: it goes on as
+            # controller (its admin paths tried again), so it runs what every active one does.
+            self._start_active_duties()
+            raise
+        self._start_active_duties()
         log.info("controller failover finished in %.0f ms (%d partitions; reading them %.0f ms, deciding and writing %.0f ms)",
                  (time.monotonic() - t0) * 1000, len(self.core.states), t_read * 1000, (time.monotonic() - t_core) * 1000)
         if self.channel is not None:
@@ -453,9 +451,30 @@ class Controller:
                 if gone.get(bid) == epoch:
                     self.channel.remove_broker(bid)  # nothing more for it (as after ProcessGone)
 
-    async def _enqueue_after(self, delay_s: float, ev: ControllerEvent) -> None:
-        await asyncio.sleep(delay_s)
-        self.enqueue(ev)
+    def _start_active_duties(self) -> None:
+        if not self.core.active:
+            return
+        self.enqueue(LogDirFailuresChange())  # replicas already offline (KIP-112)
+        if self.settings["auto.leader.rebalance.enable"] and (self._rebalance_task is None or self._rebalance_task.done()):
+            self._rebalance_task = spawn(self._rebalance_timer(), name="auto-rebalance-timer", owner=self._owned)
+
+    def _retry_later(self, ev: ControllerEvent) -> None:
+        """`ev` again after ELECTION_RETRY_S, unless one of its kind is already due: each
+        reads its znodes afresh, so one is enough, and through a long ZooKeeper outage the
+        retries stay one per kind instead of multiplying with every failed event."""
+        kind = type(ev)
+        if kind in self._retries_due:
+            return
+        self._retries_due.add(kind)
+
+        async def later() -> None:
+            try:
+                await asyncio.sleep(ELECTION_RETRY_S)
+            finally:
+                self._retries_due.discard(kind)
+            self.enqueue(ev)
+
+        spawn(later(), name="controller-admin-retry", owner=self._owned)
 
     async def _elect_again_after(self, delay_s: float) -> None:
         await asyncio.sleep(delay_s)

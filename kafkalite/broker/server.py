@@ -765,7 +765,7 @@ class Broker:
             finally:
                 self._flush_job = None
         for tp, plog in [(tp, plog) for tp, plog in self.logs.logs().items() if plog.needs_flush(now)]:
-            if self.logs.logs().get(tp) is not plog:
+            if self.logs.get(*tp) is not plog:
                 continue  # closed while an earlier flush ran (its dir failed, it was deleted or moved)
             self._flush_job = None
             try:

@@ -760,7 +760,9 @@ class Controller:
             # is recorded before its elections are written, so when ZooKeeper failed those
             # writes, the shell's re-check (this event again) finds no difference and must
             # still elect for partitions led by a broker that is gone, and finish moves.
-            yield from self._elect_offline()
+            live = set(self.live)
+            if any(st.leader not in live or not live.issuperset(st.isr) for st in self.states.values()):
+                yield from self._elect_offline()
             yield from self._advance_moves(self.moving())
             return
         self.shutting_down -= dead
@@ -805,12 +807,17 @@ class Controller:
         """New leaders from the live ISR for partitions whose leader is gone; ISRs shrunk
         behind live leaders (election.on_brokers_failed). A replica whose log dir failed
         (`offline`) counts as gone for its partition only."""
-        eligible = self._eligible()
+        # A broker in controlled shutdown is alive: the partitions it leads are moved by its
+        # ControlledShutdown (those that cannot move stay with it, as in Kafka), not elected
+        # away here, where one without another ISR member could get an unclean leader while
+        # it still holds acknowledged records. It leads on; new leaders are never chosen
+        # among such brokers.
+        live = set(self.live)
         offline = self.offline
-        # Only partitions on_brokers_failed could change: a leader that is not eligible (or
+        # Only partitions on_brokers_failed could change: a leader that is not live (or
         # none), or an ISR member that is not. The rest of 100,000 cost a set test each.
         candidates = sorted(tp for tp, st in self.states.items()
-                            if st.leader not in eligible or not eligible.issuperset(st.isr)
+                            if st.leader not in live or not live.issuperset(st.isr)
                             or (tp in offline and (st.leader in offline[tp] or not offline[tp].isdisjoint(st.isr))))
         if not candidates:
             return
@@ -819,11 +826,14 @@ class Controller:
 
         def decide(tps: Sequence[TP]) -> list[PartitionChange]:
             now_eligible = self._eligible()
-            plain = [tp for tp in tps if tp not in self.offline]
-            changes = election.on_brokers_failed({tp: self.states[tp] for tp in plain}, replicas, now_eligible, unclean)
+            stays = self.shutting_down & set(self.live)
+            changes: list[PartitionChange] = []
             for tp in tps:
+                st = self.states[tp]
+                eligible = now_eligible | ({st.leader} & stays)
                 if tp in self.offline:
-                    changes += election.on_brokers_failed({tp: self.states[tp]}, replicas, now_eligible - self.offline[tp], unclean)
+                    eligible -= self.offline[tp]
+                changes += election.on_brokers_failed({tp: st}, replicas, eligible, unclean)
             return sorted(changes, key=lambda ch: ch.topic_partition)
 
         yield from self._decide_write_propagate(decide, candidates, update_metadata=update_metadata, propagate=propagate)

@@ -249,3 +249,44 @@ async def test_a_topic_change_that_fails_on_zookeeper_creating_the_states_is_tri
     assert creates == [[("new", 0), ("new", 1)], [("new", 0), ("new", 1)]]
     assert ctrl.core.states[("new", 0)].version == 0 == ctrl.core.states[("new", 1)].version  # (no live broker: offline)
     await ctrl.close()
+
+
+async def test_retries_through_a_zookeeper_outage_stay_one_per_kind(monkeypatch):
+    """Every event that fails on ZooKeeper while active is followed by a broker re-check,
+    and an admin-path event by itself again. Through an outage these must not multiply
+    (each failing retry scheduled one more re-check, each of which rescheduled itself):
+    at most one retry of each kind is due at a time."""
+    from kafkalite.broker.controller_events import BrokerChange, TopicDeletion
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.02)
+    zk = FlakyZk()
+    zk.topic_reads = 1  # no failure in get_topics
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
+    reads = {"brokers": 0, "deletions": 0}
+    outage = {"on": True}
+
+    def get_brokers():
+        reads["brokers"] += 1
+        if outage["on"]:
+            raise ZkConnectionLossError("connection lost")
+        return {}
+
+    def get_topics_marked_for_deletion():
+        reads["deletions"] += 1
+        if outage["on"]:
+            raise ZkConnectionLossError("connection lost")
+        return []
+
+    zk.get_brokers = get_brokers  # type: ignore[method-assign]
+    zk.get_topics_marked_for_deletion = get_topics_marked_for_deletion  # type: ignore[method-assign]
+    for _ in range(5):
+        ctrl.enqueue(TopicDeletion())
+    ctrl.enqueue(BrokerChange())
+    await asyncio.sleep(0.6)  # about 30 retry periods
+    assert reads["brokers"] <= 40 and reads["deletions"] <= 45  # one per period each, not growing
+    assert len(ctrl._retries_due) <= 2
+    outage["on"] = False
+    await asyncio.sleep(0.1)
+    assert not ctrl._retries_due  # once ZooKeeper answers, nothing is due any more
+    await ctrl.close()

@@ -448,6 +448,27 @@ def test_a_broker_failure_whose_election_failed_on_zookeeper_is_elected_by_the_r
     assert any(p.topic_partition == T0 for lai in run.to(zk.nodes[T0].leader, LeaderAndIsr) for p in lai.partitions)
 
 
+def test_a_broker_in_controlled_shutdown_keeps_what_it_could_not_move_when_another_broker_fails():
+    """Broker 2 shuts down; t-0 (unclean elections allowed, ISR only 2) and an RF-1
+    partition cannot move and stay with it. A broker re-check, and then broker 1 failing,
+    elect only where a broker is gone: 2 is alive and still holds t-0's acknowledged records,
+    so neither partition loses its leader, and t-0 gets no unclean leader (3)."""
+    zk = Znodes()
+    topics = {"r1": core.Topic({0: (2,)}), "t": core.Topic({0: (2, 3)}, {"unclean.leader.election.enable": "true"}),
+              "u": core.Topic({0: (1, 3)})}
+    states = {("r1", 0): PartitionState(2, 0, (2,), 0, 1), ("t", 0): PartitionState(2, 0, (2,), 0, 1),
+              ("u", 0): PartitionState(1, 0, (1, 3), 0, 1)}
+    ctrl, _ = active(zk, live=(1, 2, 3), states=states, topics=topics)
+    drive(ctrl, zk, core.ControlledShutdownRequested(2, 20, "reply"))
+    assert zk.nodes[("t", 0)].leader == 2 and zk.nodes[("r1", 0)].leader == 2
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))  # the re-check after a ZooKeeper error
+    assert zk.nodes[("t", 0)].leader == 2 and zk.nodes[("r1", 0)].leader == 2
+    drive(ctrl, zk, core.BrokersChanged(brokers(2, 3)))  # broker 1 dies
+    assert zk.nodes[("u", 0)].leader == 3
+    assert (zk.nodes[("t", 0)].leader, zk.nodes[("t", 0)].isr) == (2, (2,))
+    assert zk.nodes[("r1", 0)].leader == 2
+
+
 def test_topic_deletion_waits_once_for_every_holder_and_tells_the_brokers_topic_by_topic():
     """Every topic's StopReplica goes out first and the controller waits once (a holder
     that does not answer holds the event queue for one wait, not one per topic); each
