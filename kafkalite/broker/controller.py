@@ -313,7 +313,8 @@ class Controller:
     # -- reads --------------------------------------------------------------------------
     async def _read_brokers(self) -> dict[int, core.LiveBroker]:
         brokers = await self._zk(self.zk.get_brokers)
-        live = {b: core.LiveBroker(b, epoch, reg.host, reg.port, reg.inter_broker_port, reg.admin_port, reg.rack, reg.endpoints)
+        live = {b: core.LiveBroker(b, epoch, reg.host, reg.port, reg.inter_broker_port, reg.admin_port, reg.rack, reg.endpoints,
+                                   reg.unclean_start)
                 for b, (reg, epoch) in brokers.items()}
         self._sync_channel(live)
         return live

@@ -54,6 +54,10 @@ class LogManager:
         # Log dirs that failed while serving (KIP-112): their logs are closed and forgotten,
         # nothing is created, checkpointed or marked clean there until the broker restarts.
         self.offline_dirs: set[str] = set()
+        # Some dir held logs and lacked the clean-shutdown marker: this process recovered
+        # them after a crash, and what was not flushed may be gone (the broker's first
+        # registration says so: kafkalite.zk.codec.BrokerRegistration.unclean_start).
+        self.recovered_unclean = False
         # Recovery points are written by the periodic checkpoint (in a thread, from a
         # snapshot) and at once after a truncation (on the loop): one at a time (they share
         # the file's temporary name), and never above a log's recovery point as it is when
@@ -137,6 +141,7 @@ class LogManager:
             )
             self._dir_of[parsed] = log_dir
             self._count[log_dir] += 1
+            self.recovered_unclean = self.recovered_unclean or not clean
             opened = self._logs[parsed]
             # A checkpointed log start past the end (a crash lost the tail) is clamped to
             # it; one below the first segment is already implied by it.

@@ -41,6 +41,10 @@ class BrokerRegistration:
     # (listener name, advertised host, port) per client listener when there are several
     # (Kafka's named listeners); written only then, so a one-listener znode keeps its layout.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # The process registering recovered its logs after an unclean shutdown (a crash): what
+    # it had not flushed may be gone. Written only when true, and only by that process's
+    # first registration (one after a session expiry keeps its logs as they were).
+    unclean_start: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +162,8 @@ def encode_broker_registration(reg: BrokerRegistration) -> bytes:
     }
     if reg.endpoints:
         value["endpoints"] = [list(e) for e in reg.endpoints]
+    if reg.unclean_start:
+        value["unclean_start"] = True
     return _dumps(value)
 
 
@@ -323,6 +329,9 @@ def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistrat
             isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str) and isinstance(e[2], int)
             for e in raw_endpoints):
         r.fail(f"endpoints must be a list of [listener, host, port], got {raw_endpoints!r}")
+    unclean_start = r.obj.get("unclean_start", False)
+    if not isinstance(unclean_start, bool):
+        r.fail(f"unclean_start must be a boolean, got {unclean_start!r}")
     return BrokerRegistration(
         id=int(name),
         host=r.str("host"),
@@ -331,6 +340,7 @@ def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistrat
         admin_port=r.int("admin_port", 0),
         rack=rack,
         endpoints=tuple((n, h, p) for n, h, p in raw_endpoints),
+        unclean_start=unclean_start,
     )
 
 

@@ -8,6 +8,7 @@ import pytest
 from kafkalite.testing.sim import SimConfig, Simulation, SimulationFailure
 from kafkalite.testing.sim import zk as zkm
 from kafkalite.testing.sim.scenario import TP0, quiet, settled, start, start_quiet, zk_state
+from kafkalite.testing.sim.world import ZK
 
 
 def test_leader_killed_during_acks_all_loses_nothing() -> None:
@@ -264,8 +265,15 @@ def test_follower_that_led_an_epoch_without_data_rejoins_the_isr() -> None:
         tried += 1
         sim.run_until(lambda: sim.brokers[b].replicas[TP0].state.is_leader, timeout_ms=2000)
         epoch_b = zk_state(sim)["leader_epoch"]
-        sim.zk.expire(sim.brokers[b].sid)  # B is fenced before it appended anything at epoch_b
+        # B is fenced before it appended anything at epoch_b: its session ends while it cannot
+        # reach ZooKeeper. (Its session ending alone is no longer enough when B is the
+        # controller: it registers again at once as the same process, logs intact, wins the
+        # controller again and keeps its leaderships; only a process back from a crash is
+        # fenced at a take-over, seed 684585.)
+        sim.network.cut_link(b, ZK)
+        sim.zk.expire(sim.brokers[b].sid)
         sim.run_until(lambda: zk_state(sim)["leader"] not in (-1, b), timeout_ms=2000)
+        sim.network.heal_link(b, ZK)
         assert zk_state(sim)["leader_epoch"] > epoch_b
         sim.restart(old["leader"])
         sim.run_until(lambda: settled(sim), timeout_ms=4000)

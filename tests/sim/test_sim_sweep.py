@@ -32,7 +32,7 @@ SEED_START = int(os.environ.get("SIM_SEED_START", "0"))
 # 5383), an expansion refused then accepted from a retried copy (7804), an expansion built
 # on what a follower fetched before it crashed and lost its unflushed log, retried until a
 # new controller saw the restarted follower registered (310507: KIP-903).
-REGRESSION_SEEDS = (5, 734, 1317, 3705, 4655, 5383, 7804, 310507)
+REGRESSION_SEEDS = (5, 734, 1317, 3705, 4655, 5383, 7804, 310507, 684585)
 
 COUNTED = ("acked", "faults", "moves_finished", "moves_cancelled", "partitions_removed", "acked_removed")
 

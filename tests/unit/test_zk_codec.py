@@ -35,6 +35,12 @@ ROUND_TRIPS = [
         codec.decode_broker_registration,
         "/brokers/ids/1",
     ),
+    (  # its process came back from a crash: written only then
+        BrokerRegistration(id=2, host="h", port=1, inter_broker_port=2, admin_port=3, rack=None, unclean_start=True),
+        codec.encode_broker_registration,
+        codec.decode_broker_registration,
+        "/brokers/ids/2",
+    ),
     (
         TopicAssignment(partitions={0: [1, 2, 3], 1: [2, 3, 1], 10: [3]}, config={"retention.ms": "1000"}),
         codec.encode_topic_assignment,

@@ -93,6 +93,7 @@ class SimBroker:
         self.running = True
         self.paused = False
         self.incarnation = 1
+        self.unclean_start = False  # set by crash(): its next registration says its process came back from one
         self.deferred: list[tuple[str, Callable[[], None]]] = []
         self._reset_volatile()
 
@@ -136,6 +137,7 @@ class SimBroker:
         self.running = False
         self.paused = False
         self.incarnation += 1
+        self.unclean_start = True  # its next registration says so (kafkalite.zk.codec.BrokerRegistration)
         for disk in self.disk.values():
             del disk.log[disk.flushed:]
             truncate_epochs_from_end(disk.epochs, len(disk.log))
@@ -221,9 +223,11 @@ class SimBroker:
             self.rm.broker_epoch = -1
         if self.rm.broker_epoch < 0:
             try:
-                node = zk.create(zkm.broker_path(self.id), {"id": self.id}, ephemeral_sid=self.sid)
+                node = zk.create(zkm.broker_path(self.id), {"id": self.id, "unclean_start": self.unclean_start},
+                                 ephemeral_sid=self.sid)
             except zkm.NodeExistsError:
                 return  # the previous incarnation's session has not expired yet
+            self.unclean_start = False  # a later registration (a session expiry) is of this same process
             self.rm.broker_epoch = node.czxid
             self.sim.trace_note(f"b{self.id} registered with broker epoch {self.rm.broker_epoch}")
         if self.controller is not None and zk.controller_id() != self.id:

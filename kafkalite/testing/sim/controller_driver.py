@@ -131,7 +131,8 @@ class SimControllerDriver:
     # ------------------------------------------------------------ reads
 
     def _live_brokers(self) -> dict[int, core.LiveBroker]:
-        live = {b: core.LiveBroker(b, epoch) for b, epoch in self.zk.live_brokers().items()}
+        unclean = self.zk.unclean_starts()
+        live = {b: core.LiveBroker(b, epoch, unclean_start=b in unclean) for b, epoch in self.zk.live_brokers().items()}
         for bid, sender in list(self.senders.items()):
             if bid not in live or live[bid].epoch != sender.broker_epoch:
                 sender.closed = True
@@ -289,7 +290,8 @@ class SimControllerDriver:
             self._watch_reported.discard(key)
             if kind == "gone":
                 return core.BrokerProcessGone(bid, epoch)
-            return core.BrokerProcessBack(core.LiveBroker(bid, epoch)) if self.broker.zk_reachable() else None
+            return (core.BrokerProcessBack(core.LiveBroker(bid, epoch, unclean_start=bid in self.zk.unclean_starts()))
+                    if self.broker.zk_reachable() else None)
 
         delay = self.sim.rng.randint(1, self.broker.cfg.process_watch_delay_ms_max)
         self.sim.node_after(self.broker.id, delay, f"process watch: b{bid} {kind}", lambda: self.enqueue(make))

@@ -191,6 +191,12 @@ class ZkModel:
             if path.startswith(prefix)
         }
 
+    def unclean_starts(self) -> set[int]:
+        """Brokers whose registration says their process came back from a crash."""
+        prefix = "/brokers/ids/"
+        return {int(path[len(prefix):]) for path, node in self.nodes.items()
+                if path.startswith(prefix) and isinstance(node.data, dict) and node.data.get("unclean_start")}
+
     def try_become_controller(self, broker: int, sid: int) -> tuple[int, int] | None:
         """Create /controller; on success bump /controller_epoch (cond) and return
         (controller epoch, its znode version) for fencing later writes."""

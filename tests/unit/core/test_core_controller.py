@@ -100,8 +100,9 @@ def drive(ctrl: core.Controller, zk: Znodes, event: core.ControllerEvent, now_ms
         ready = ctrl.resume(zk.perform(ready.io), now_ms)
 
 
-def brokers(*ids: int, epochs: dict[int, int] | None = None) -> dict[int, core.LiveBroker]:
-    return {b: core.LiveBroker(b, (epochs or {}).get(b, 10 * b)) for b in ids}
+def brokers(*ids: int, epochs: dict[int, int] | None = None, unclean: tuple[int, ...] = ()) -> dict[int, core.LiveBroker]:
+    """Registrations; those in `unclean` came back from a crash (LiveBroker.unclean_start)."""
+    return {b: core.LiveBroker(b, (epochs or {}).get(b, 10 * b), unclean_start=b in unclean) for b in ids}
 
 
 TOPIC = core.Topic({0: (1, 2, 3), 1: (2, 3, 1)})
@@ -543,12 +544,34 @@ def test_failover_fences_a_broker_that_restarted_unseen_before_telling_anyone():
     ctrl2 = core.Controller(2)
     zk2 = Znodes()
     zk2.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
-    run2 = drive(ctrl2, zk2, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+    run2 = drive(ctrl2, zk2, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}, unclean=(1,)), {"t": TOPIC},
                                             dict(zk2.nodes), {T0: 5, T1: 5}))
     init = [lai for lai in run2.to(1, LeaderAndIsr) if lai.init]
     (t0,) = [p for p in init[0].partitions if p.topic_partition == T0]
     assert t0.leader == 2 and t0.leader_epoch == 1
     assert 1 not in zk2.nodes[T1].isr  # broker 1 (epoch 50) registered after the last write
+
+
+def test_failover_leaves_the_crashed_member_out_when_every_isr_member_registered_again():
+    """Simulator seed 684585: every ISR member of T0 registered after its state was written.
+    Broker 1 had crashed and lost its unflushed tail (acknowledged records among it); 2 and
+    3 only had their sessions expire and kept every record. Counting all three as restarted
+    left T0 without a leader, and the offline election then took broker 1, the first live
+    member: the acknowledged records were gone. Only the crashed one is fenced."""
+    ctrl = core.Controller(1)
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    drive(ctrl, zk, core.Activated(2, brokers(1, 2, 3, epochs={1: 60, 2: 50, 3: 40}, unclean=(1,)), {"t": TOPIC},
+                                   dict(zk.nodes), {T0: 5, T1: 5}))
+    assert zk.nodes[T0].leader in (2, 3) and 1 not in zk.nodes[T0].isr
+    assert zk.nodes[T1].leader == 2 and 1 not in zk.nodes[T1].isr
+    # Had 2 and 3 also come back from crashes, the first live member is all there is.
+    ctrl = core.Controller(1)
+    zk = Znodes()
+    zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3, 1), 0, 1)})
+    drive(ctrl, zk, core.Activated(2, brokers(1, 2, 3, epochs={1: 60, 2: 50, 3: 40}, unclean=(1, 2, 3)), {"t": TOPIC},
+                                   dict(zk.nodes), {T0: 5, T1: 5}))
+    assert zk.nodes[T0].leader == 1
 
 
 def test_failover_gives_a_new_leader_epoch_where_a_replica_outside_the_isr_restarted_unseen():
@@ -833,7 +856,7 @@ def test_a_take_over_that_fences_bounced_brokers_tells_each_the_whole_truth_firs
     ctrl = core.Controller(2)
     zk = Znodes()
     zk.nodes.update({T0: PartitionState(1, 0, (1, 2, 3), 0, 1), T1: PartitionState(2, 0, (2, 3), 5, 1)})
-    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}), {"t": TOPIC},
+    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, epochs={1: 50, 2: 3, 3: 3}, unclean=(1,)), {"t": TOPIC},
                                          dict(zk.nodes), {T0: 5, T1: 5}))
     assert zk.nodes[T0].leader == 2 and zk.nodes[T1].leader_epoch == 1  # fenced, and written before the tell
     for b in (1, 2, 3):
