@@ -202,7 +202,6 @@ class Broker:
         self._alter_isr_wakeup = asyncio.Event()
         # Set once registered: controller requests wait for it (InterBrokerHandlers).
         self.registered = asyncio.Event()
-        self._registered_once = False  # a later registration (after a session expiry) is of the same process
         self._pid_lock = asyncio.Lock()
         self._cleaner_checkpoint_lock = asyncio.Lock()
         t0 = time.monotonic()
@@ -459,7 +458,7 @@ class Broker:
         specs = self.cfg.client_listeners()
         endpoints = tuple((s.name, s.advertised_host, s.advertised_port) for s in specs) if len(specs) > 1 else ()
         reg = BrokerRegistration(id=self.broker_id, host=host, port=port, inter_broker_port=ib_port, admin_port=ad_port, rack=self.cfg.rack,
-                                 endpoints=endpoints, unclean_start=self.logs.recovered_unclean and not self._registered_once)
+                                 endpoints=endpoints, unclean_start=self.logs.recovered_unclean)
         if ib_host != host:
             log.warning("inter-broker host %s differs from advertised host %s; peers use %s", ib_host, host, host)
         # A previous incarnation killed moments ago still holds /brokers/ids/<id> until its
@@ -475,7 +474,6 @@ class Broker:
                 log.info("broker id %d still registered by an earlier session; waiting for it to expire", self.broker_id)
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
-        self._registered_once = True
         self.registered.set()
         if self.logs.offline_dirs or self.offline_partitions:
             self._report_offline_soon()  # a new session lost the ephemeral report: write it again

@@ -86,9 +86,9 @@ class LiveBroker:
     # Named client listeners (name, advertised host, port) when there are several: clients
     # connected on listener NAME are told each broker's NAME address (Kafka's listeners).
     endpoints: tuple[tuple[str, str, int], ...] = ()
-    # Its process recovered its logs after a crash (its first registration since): what it
-    # had not flushed may be gone. A registration after a session expiry, or after a clean
-    # shutdown, keeps every record its log had.
+    # Its process recovered its logs after a crash: what it had not flushed may be gone.
+    # Every registration of that process says so; one of a process that started after a
+    # clean shutdown, or that never crashed, does not.
     unclean_start: bool = False
 
 

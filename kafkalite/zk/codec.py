@@ -42,8 +42,9 @@ class BrokerRegistration:
     # (Kafka's named listeners); written only then, so a one-listener znode keeps its layout.
     endpoints: tuple[tuple[str, str, int], ...] = ()
     # The process registering recovered its logs after an unclean shutdown (a crash): what
-    # it had not flushed may be gone. Written only when true, and only by that process's
-    # first registration (one after a session expiry keeps its logs as they were).
+    # it had not flushed may be gone. Written only when true; every registration of that
+    # process says it (one after a session expiry too: a controller may not have seen the
+    # first before it went).
     unclean_start: bool = False
 
 

@@ -93,7 +93,7 @@ class SimBroker:
         self.running = True
         self.paused = False
         self.incarnation = 1
-        self.unclean_start = False  # set by crash(): its next registration says its process came back from one
+        self.unclean_start = False  # set by crash(): this process came back from one, as each of its registrations says
         self.deferred: list[tuple[str, Callable[[], None]]] = []
         self._reset_volatile()
 
@@ -145,6 +145,7 @@ class SimBroker:
 
     def stop_cleanly(self) -> None:
         """End of a controlled shutdown: flush, checkpoint, close the session."""
+        self.unclean_start = False  # the next start finds its logs shut down cleanly, as a broker's marker says
         for rep in self.replicas.values():
             rep.disk.flushed = rep.leo
             rep.disk.hw_checkpoint = rep.hw
@@ -227,7 +228,6 @@ class SimBroker:
                                  ephemeral_sid=self.sid)
             except zkm.NodeExistsError:
                 return  # the previous incarnation's session has not expired yet
-            self.unclean_start = False  # a later registration (a session expiry) is of this same process
             self.rm.broker_epoch = node.czxid
             self.sim.trace_note(f"b{self.id} registered with broker epoch {self.rm.broker_epoch}")
         if self.controller is not None and zk.controller_id() != self.id:
