@@ -55,8 +55,8 @@ class LogManager:
         # nothing is created, checkpointed or marked clean there until the broker restarts.
         self.offline_dirs: set[str] = set()
         # Some dir held logs and lacked the clean-shutdown marker: this process recovered
-        # them after a crash, and what was not flushed may be gone (the broker's first
-        # registration says so: kafkalite.zk.codec.BrokerRegistration.unclean_start).
+        # them after a crash, and what was not flushed may be gone (each registration of
+        # the broker says so: kafkalite.zk.codec.BrokerRegistration.unclean_start).
         self.recovered_unclean = False
         # Recovery points are written by the periodic checkpoint (in a thread, from a
         # snapshot) and at once after a truncation (on the loop): one at a time (they share

@@ -60,6 +60,15 @@ def _named(request: dict[str, Any]) -> set[str]:
     return {row[0] for row in request["partitions"]}
 
 
+async def _second_request(leader: ScriptedLeader) -> None:
+    """Wait (up to 1 s) for the follower's request after the scripted answer."""
+    for _ in range(100):
+        if len(leader.requests) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert len(leader.requests) == 2
+
+
 async def test_a_partition_answered_with_an_error_is_named_again_after_its_backoff(tmp_path):
     """The leader answered with an error after which nothing changes on its side (a
     transient storage error): once the backoff ends the follower asks for it again."""
@@ -68,11 +77,7 @@ async def test_a_partition_answered_with_an_error_is_named_again_after_its_backo
     leader = ScriptedLeader((header, b""))
     mgr = await _run(tmp_path, leader, ["a"])
     try:
-        for _ in range(100):
-            if len(leader.requests) >= 2:
-                break
-            await asyncio.sleep(0.01)
-        assert len(leader.requests) == 2
+        await _second_request(leader)
         assert leader.requests[1]["session"] == [7, 1]  # the same session...
         assert _named(leader.requests[1]) == {"a"}  # ...naming the partition again
     finally:
@@ -91,11 +96,7 @@ async def test_an_answer_that_failed_to_apply_is_asked_for_again_in_full(tmp_pat
     leader = ScriptedLeader((header, bad + good))
     mgr = await _run(tmp_path, leader, ["a", "b"])
     try:
-        for _ in range(100):
-            if len(leader.requests) >= 2:
-                break
-            await asyncio.sleep(0.01)
-        assert len(leader.requests) == 2
+        await _second_request(leader)
         assert leader.requests[1]["session"] == [0, 0]
         assert _named(leader.requests[1]) == {"a", "b"}
     finally:
