@@ -441,6 +441,12 @@ class Controller:
         # next topic event (the driver tries a failed one again); a failover finds them as
         # missing states (_on_activated).
         self._uncreated: set[TP] = set()
+        # ISR members whose registration arrived from a crash (`unclean_start`) after the
+        # partition's ISR last had them: partition -> brokers. Their membership predates
+        # the crash and they may lack acknowledged records, so elections pass them over
+        # while another ISR member is live (_elect_offline). Dropped from a partition once a
+        # write leaves them out of its ISR or makes them its leader.
+        self._stale_members: dict[TP, frozenset[int]] = {}
 
     # -------------------------------------------------------------- driving
 
@@ -494,7 +500,7 @@ class Controller:
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
         self.reassignments, self.throttle, self.gone = {}, {}, {}
         self.offline, self._offline_reports = {}, {}
-        self._uncreated = set()
+        self._uncreated, self._stale_members = set(), {}
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -796,6 +802,16 @@ class Controller:
         self.live = dict(brokers)
         self._refresh_offline()  # a broker that restarted or died takes its log dir report with it
         self._send_update_metadata(sorted(self.live), brokers_changed=True)  # the new ones: a full update
+        if crashed := {b for b in new if brokers[b].unclean_start}:
+            # A member that came back from a crash is still in the ISRs that every member
+            # left at once (kept whole), or that lost it before this controller heard. Its
+            # unflushed records may be gone, acknowledged ones among them: a member that
+            # kept its records (a session expiry, a clean restart) leads instead, and the
+            # crashed one rejoins through AlterIsr once caught up. Taking the first live
+            # member lost acknowledged records when all came back in one change.
+            for tp, st in self.states.items():
+                if not crashed.isdisjoint(st.isr):
+                    self._stale_members[tp] = self._stale_members.get(tp, frozenset()) | (crashed & set(st.isr))
         if new:
             for bid in sorted(new):
                 # With `init`: it drops replicas not listed. A broker that lost its session
@@ -844,6 +860,14 @@ class Controller:
                 eligible = now_eligible | ({st.leader} & stays)
                 if tp in self.offline:
                     eligible -= self.offline[tp]
+                if (stale := self._stale_members.get(tp, frozenset()) & eligible):
+                    # A clean leader among the other members, the stale ones left out of
+                    # the ISR; failing that, as if they were not stale (nothing better is
+                    # known: Kafka's ZooKeeper controller takes them too, KIP-966).
+                    first = election.on_brokers_failed({tp: st}, replicas, eligible - stale)
+                    if first and first[0].leader != NO_LEADER:
+                        changes += first
+                        continue
                 changes += election.on_brokers_failed({tp: st}, replicas, eligible, unclean)
             return sorted(changes, key=lambda ch: ch.topic_partition)
 
@@ -889,6 +913,11 @@ class Controller:
         match outcome:
             case Written(version=version):
                 self.states[tp] = PartitionState(wanted.leader, wanted.leader_epoch, wanted.isr, version, self.epoch)
+                if (stale := self._stale_members.get(tp)) is not None:
+                    if left := (stale - {wanted.leader}) & set(wanted.isr):
+                        self._stale_members[tp] = left
+                    else:
+                        del self._stale_members[tp]
                 return True
             case Stale(current=current):
                 if current is None:
@@ -1083,6 +1112,7 @@ class Controller:
         gone = self.topics.pop(topic, None)
         for p in (gone.partitions if gone is not None else {}):
             self.states.pop((topic, p), None)
+            self._stale_members.pop((topic, p), None)
 
     def _on_topic_deletion(self, topics: Sequence[str]) -> Handler:
         # Every topic's StopReplica(delete) first, then one wait for their holders: a holder
