@@ -474,6 +474,7 @@ class Broker:
                 log.info("broker id %d still registered by an earlier session; waiting for it to expire", self.broker_id)
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
+        self.logs.unclean_start_announced = True  # (a clean stop need not carry it on)
         self.registered.set()
         if self.logs.offline_dirs or self.offline_partitions:
             self._report_offline_soon()  # a new session lost the ephemeral report: write it again

@@ -4,7 +4,9 @@ Per log dir it owns recovery-point-offset-checkpoint, replication-offset-checkpo
 HW of each partition in that dir), log-start-offset-checkpoint (the log start of each log
 whose start DeleteRecords moved inside its first segment, as Kafka writes it) and the
 .kafkalite_cleanshutdown marker, which is
-removed when the dir is opened and written back by a clean `close`.
+removed when the dir is opened and written back by a clean `close`. The marker of a
+process that recovered after a crash and stopped cleanly before it could say so in a
+registration says `unclean_start`: the next process says it instead.
 
 Anything in a log dir that is not `<topic>-<partition>` (or our own checkpoint files) is
 left untouched: the manager never deletes data it does not understand.
@@ -27,6 +29,9 @@ from kafkalite.log.log import Log, parse_partition_dir_name
 from kafkalite.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+# The clean-shutdown marker's content when the crash it follows was never announced.
+UNCLEAN_START_CARRIED = b"unclean_start\n"
 
 CLEAN_SHUTDOWN_MARKER = ".kafkalite_cleanshutdown"
 _DELETE_SUFFIX = "-delete"
@@ -58,6 +63,8 @@ class LogManager:
         # them after a crash, and what was not flushed may be gone (each registration of
         # the broker says so: kafkalite.zk.codec.BrokerRegistration.unclean_start).
         self.recovered_unclean = False
+        # A registration said so (set by the broker): a clean stop need not carry it on.
+        self.unclean_start_announced = False
         # Recovery points are written by the periodic checkpoint (in a thread, from a
         # snapshot) and at once after a truncation (on the loop): one at a time (they share
         # the file's temporary name), and never above a log's recovery point as it is when
@@ -110,6 +117,15 @@ class LogManager:
             raise LogDirError(f"cannot read log dir {log_dir}: {e}") from e
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
         clean = os.path.exists(marker)
+        # A clean stop of a process that recovered from a crash and never registered: the
+        # records that crash lost are still missing, and this process says so instead.
+        carried = False
+        if clean:
+            try:
+                with open(marker, "rb") as f:
+                    carried = f.read(64) == UNCLEAN_START_CARRIED
+            except OSError as e:
+                raise LogDirError(f"cannot read {marker}: {e}") from e
         try:
             recovery_points = checkpoint.read_offsets(os.path.join(log_dir, checkpoint.RECOVERY_POINT_CHECKPOINT))
         except checkpoint.CheckpointError as e:
@@ -141,7 +157,7 @@ class LogManager:
             )
             self._dir_of[parsed] = log_dir
             self._count[log_dir] += 1
-            self.recovered_unclean = self.recovered_unclean or not clean
+            self.recovered_unclean = self.recovered_unclean or not clean or carried
             opened = self._logs[parsed]
             # A checkpointed log start past the end (a crash lost the tail) is clamped to
             # it; one below the first segment is already implied by it.
@@ -348,8 +364,9 @@ class LogManager:
         self.write_log_start_offsets(self.log_start_offsets())
         for lg in self._logs.values():
             lg.close()
+        content = UNCLEAN_START_CARRIED if self.recovered_unclean and not self.unclean_start_announced else b""
         for log_dir in self.online_dirs:  # an offline dir is recovered at the next start
-            checkpoint.write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+            checkpoint.write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), content)
         self._logs.clear()
         self._dir_of.clear()
         self._count = {d: 0 for d in self.log_dirs}

@@ -94,6 +94,7 @@ class SimBroker:
         self.paused = False
         self.incarnation = 1
         self.unclean_start = False  # set by crash(): this process came back from one, as each of its registrations says
+        self.unclean_start_announced = False  # a registration of this process said so
         self.deferred: list[tuple[str, Callable[[], None]]] = []
         self._reset_volatile()
 
@@ -138,6 +139,7 @@ class SimBroker:
         self.paused = False
         self.incarnation += 1
         self.unclean_start = True  # its next registration says so (kafkalite.zk.codec.BrokerRegistration)
+        self.unclean_start_announced = False
         for disk in self.disk.values():
             del disk.log[disk.flushed:]
             truncate_epochs_from_end(disk.epochs, len(disk.log))
@@ -145,7 +147,9 @@ class SimBroker:
 
     def stop_cleanly(self) -> None:
         """End of a controlled shutdown: flush, checkpoint, close the session."""
-        self.unclean_start = False  # the next start finds its logs shut down cleanly, as a broker's marker says
+        # The next start finds its logs shut down cleanly, as a broker's marker says, unless
+        # this process came back from a crash and never registered (the marker carries it).
+        self.unclean_start = self.unclean_start and not self.unclean_start_announced
         for rep in self.replicas.values():
             rep.disk.flushed = rep.leo
             rep.disk.hw_checkpoint = rep.hw
@@ -229,6 +233,7 @@ class SimBroker:
             except zkm.NodeExistsError:
                 return  # the previous incarnation's session has not expired yet
             self.rm.broker_epoch = node.czxid
+            self.unclean_start_announced = True
             self.sim.trace_note(f"b{self.id} registered with broker epoch {self.rm.broker_epoch}")
         if self.controller is not None and zk.controller_id() != self.id:
             self.controller.resign("/controller moved")

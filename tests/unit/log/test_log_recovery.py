@@ -202,3 +202,34 @@ def test_same_partition_in_two_dirs_is_an_error(tmp_path):
         (tmp_path / d / "t-0").mkdir(parents=True)
     with pytest.raises(LogDirError, match="t-0"):
         LogManager([str(tmp_path / "a"), str(tmp_path / "b")], CONFIG).open_all()
+
+
+def test_a_crash_not_yet_announced_is_carried_through_a_clean_stop(tmp_path):
+    """A process that recovered after a crash says unclean_start in its registrations (its
+    unflushed records may be gone). Stopped cleanly before any registration, its marker
+    carries that on, else the next process would say nothing of the records still missing.
+    Once a registration said it, a clean stop ends it."""
+    d = str(tmp_path / "d")
+    manager = LogManager([d], CONFIG)
+    manager.open_all(now_ms=0)
+    manager.get_or_create("t", 0).append_as_leader(encode_batch([(None, b"x", ())], base_timestamp=1), 0, 1)
+    manager.close()
+    manager = LogManager([d], CONFIG)
+    manager.open_all(now_ms=0)
+    assert not manager.recovered_unclean
+    manager.flush_all()  # ... then killed: no marker
+    for lg in manager.logs().values():
+        lg.close()
+    manager = LogManager([d], CONFIG)
+    manager.open_all(now_ms=0)
+    assert manager.recovered_unclean
+    manager.close()  # never registered
+    manager = LogManager([d], CONFIG)
+    manager.open_all(now_ms=0)
+    assert manager.recovered_unclean
+    manager.unclean_start_announced = True  # a registration said it
+    manager.close()
+    manager = LogManager([d], CONFIG)
+    manager.open_all(now_ms=0)
+    assert not manager.recovered_unclean
+    manager.close()
