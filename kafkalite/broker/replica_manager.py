@@ -239,6 +239,11 @@ class ReplicaManager:
                 self._hw_checkpoint.pop(tp, None)
                 if self.logs.get(*tp) is not None:
                     self.logs.delete_log(*tp)
+        if changes.delete and changes.removed:
+            try:
+                self.logs.forget_deleted()  # before a LeaderAndIsr can create one again
+            except LogDirFailure as e:
+                self.on_log_dir_failure(e)
         for tp in changes.touched:
             self.delayed.wake(tp)
             self._mark_changed(tp)

@@ -65,11 +65,14 @@ class LogManager:
         self.recovered_unclean = False
         # A registration said so (set by the broker): a clean stop need not carry it on.
         self.unclean_start_announced = False
-        # Recovery points are written by the periodic checkpoint (in a thread, from a
-        # snapshot) and at once after a truncation (on the loop): one at a time (they share
-        # the file's temporary name), and never above a log's recovery point as it is when
-        # written (a snapshot taken before a truncation would raise it again).
-        self._recovery_write = threading.Lock()
+        # Checkpoints are written by the periodic checkpoint (in a thread, from a snapshot),
+        # after a truncation and after deletions (on the loop): one at a time (each file's
+        # temporary name is fixed). A recovery point is never written above the log's as it
+        # is when written (a snapshot taken before a truncation would raise it again).
+        self._checkpoint_write = threading.RLock()
+        # Logs deleted whose entries the dir's checkpoint files may still hold: dir -> keys
+        # (forget_deleted).
+        self._deleted: dict[str, set[TopicPartition]] = {}
 
     @property
     def online_dirs(self) -> list[str]:
@@ -260,6 +263,7 @@ class LogManager:
         self._count[log_dir] -= 1
         self._unsynced.discard(key)
         removed.close()
+        self._deleted.setdefault(log_dir, set()).add(key)
         if not removed.on_disk:
             return True  # never written: nothing on disk
         doomed = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
@@ -267,6 +271,40 @@ class LogManager:
         checkpoint.fsync_dir(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    def forget_deleted(self) -> None:
+        """Rewrite the checkpoint files of the dirs where logs were deleted, without them.
+        Called after deletions, before anything can create the partition again: a log
+        created under the same name would otherwise, after a crash before the next
+        periodic checkpoint, load with the deleted log's entries: its log start (its
+        first records deleted from disk: acknowledged writes of the new topic lost), its
+        recovery point (unflushed segments trusted unscanned), its HW and cleaner point.
+        Kafka's LogManager.asyncDelete rewrites the dir's checkpoints too. LogDirFailure
+        for a dir whose write fails, after the others."""
+        with self._checkpoint_write:
+            pending, self._deleted = self._deleted, {}
+            failed: LogDirFailure | None = None
+            for log_dir, keys in sorted(pending.items()):
+                if log_dir in self.offline_dirs:
+                    continue
+                for name in _OFFSET_CHECKPOINTS:
+                    path = os.path.join(log_dir, name)
+                    try:
+                        entries = checkpoint.read_offsets(path)
+                    except checkpoint.CheckpointError:
+                        continue  # unreadable: start-up would not use it; the next write replaces it
+                    except OSError as e:
+                        failed = failed or LogDirFailure(log_dir, e)
+                        break
+                    if keys.isdisjoint(entries):
+                        continue
+                    try:
+                        checkpoint.write_offsets(path, {k: v for k, v in entries.items() if k not in keys})
+                    except OSError as e:
+                        failed = failed or LogDirFailure(log_dir, e)
+                        break
+            if failed is not None:
+                raise failed
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -286,7 +324,7 @@ class LogManager:
         self.write_recovery_points(self.recovery_points())
 
     def write_recovery_points(self, points: Mapping[TopicPartition, int]) -> None:
-        with self._recovery_write:
+        with self._checkpoint_write:
             logs = self._logs
             clamped = {}
             for key, point in points.items():
@@ -299,13 +337,20 @@ class LogManager:
         others, and the first such failure is raised after them (LogDirFailure: the
         broker takes that dir offline)."""
         failed: LogDirFailure | None = None
-        for log_dir, entries in self._by_dir(offsets).items():
-            try:
-                checkpoint.write_offsets(os.path.join(log_dir, name), entries)
-            except OSError as e:
-                failed = failed or LogDirFailure(log_dir, e)
+        with self._checkpoint_write:
+            for log_dir, entries in self._by_dir(offsets).items():
+                try:
+                    checkpoint.write_offsets(os.path.join(log_dir, name), entries)
+                except OSError as e:
+                    failed = failed or LogDirFailure(log_dir, e)
         if failed is not None:
             raise failed
+
+    def _clamped(self, offsets: Mapping[TopicPartition, int], current: Callable[[Log], int]) -> dict[TopicPartition, int]:
+        """A snapshot's offsets, none above the log's own as it is now: a snapshot taken
+        before a log was deleted and created again (or truncated) names the old one."""
+        logs = self._logs
+        return {key: offset if (lg := logs.get(key)) is None else min(offset, current(lg)) for key, offset in offsets.items()}
 
     def log_start_offsets(self) -> dict[TopicPartition, int]:
         """Snapshot on the event-loop thread of every log start that lies above its first
@@ -314,14 +359,16 @@ class LogManager:
                 if lg.log_start_offset > lg.first_segment_base_offset}
 
     def write_log_start_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self._write_offsets(checkpoint.LOG_START_OFFSET_CHECKPOINT, offsets)
+        with self._checkpoint_write:
+            self._write_offsets(checkpoint.LOG_START_OFFSET_CHECKPOINT, self._clamped(offsets, lambda lg: lg.log_start_offset))
 
     def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         """First dirty offset of every log (cleaner-offset-checkpoint), snapshotted here."""
         return {key: lg.first_dirty_offset for key, lg in self._logs.items()}
 
     def write_cleaner_checkpoints(self, points: Mapping[TopicPartition, int]) -> None:
-        self._write_offsets(checkpoint.CLEANER_OFFSET_CHECKPOINT, points)
+        with self._checkpoint_write:
+            self._write_offsets(checkpoint.CLEANER_OFFSET_CHECKPOINT, self._clamped(points, lambda lg: lg.first_dirty_offset))
 
     def set_config(self, topic: str, config: LogConfig) -> None:
         """A topic's configuration as ZooKeeper holds it, for every local log of the topic
@@ -332,7 +379,8 @@ class LogManager:
 
     def write_hw_checkpoint(self, hws: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint per dir; partitions without a log here are skipped."""
-        self._write_offsets(checkpoint.REPLICATION_OFFSET_CHECKPOINT, hws)
+        with self._checkpoint_write:
+            self._write_offsets(checkpoint.REPLICATION_OFFSET_CHECKPOINT, self._clamped(hws, lambda lg: lg.log_end_offset))
 
     def read_hw_checkpoint(self) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
@@ -370,6 +418,11 @@ class LogManager:
         self._logs.clear()
         self._dir_of.clear()
         self._count = {d: 0 for d in self.log_dirs}
+
+
+# The per-partition offset checkpoints of a log dir (forget_deleted).
+_OFFSET_CHECKPOINTS = (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.REPLICATION_OFFSET_CHECKPOINT,
+                       checkpoint.LOG_START_OFFSET_CHECKPOINT, checkpoint.CLEANER_OFFSET_CHECKPOINT)
 
 
 def _is_our_deleted_dir(name: str) -> bool:
