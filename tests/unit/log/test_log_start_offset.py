@@ -84,6 +84,21 @@ def test_timestamp_lookup_never_answers_below_the_log_start(tmp_path):
     log.close()
 
 
+def test_timestamp_lookup_skips_a_batch_whose_qualifying_records_are_below_the_log_start(tmp_path):
+    """Batch 0-4 has timestamps [100, 1, 1, 1, 1]: its max timestamp (100) is record 0's.
+    After DeleteRecords(2) no record of it at or above the log start has a timestamp >= 50,
+    and the answer is the next batch's first record (Kafka's LogSegment.findOffsetByTimestamp),
+    not (2, 100): a consumer seeking by time read records older than it asked for."""
+    log = Log.open(str(tmp_path / "t-0"), CONFIG, now_ms=0)
+    log.append_as_leader(encode_batch([(None, b"a", ())] * 5, timestamps=[100, 1, 1, 1, 1]), 0, 0)
+    log.append_as_leader(encode_batch([(None, b"b", ())] * 5, timestamps=[200, 201, 202, 203, 204]), 0, 0)
+    assert log.offset_for_timestamp(50) == (0, 100)
+    log.maybe_increment_log_start_offset(2)
+    assert log.offset_for_timestamp(50) == (5, 200)
+    assert log.offset_for_timestamp(205) is None
+    log.close()
+
+
 def test_truncating_into_the_batch_holding_the_log_start_restarts_the_log_there(tmp_path):
     log = build(str(tmp_path / "t-0"))
     log.maybe_increment_log_start_offset(52)
