@@ -526,7 +526,9 @@ class Log:
                 for record in records.decode_records(data):
                     if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
                         return record.offset, record.timestamp
-                return max(fields[H_BASE_OFFSET], self.log_start_offset), fields[H_MAX_TIMESTAMP]
+                # None of it qualifies: its later records went below the log start, or the
+                # record that set its max timestamp was compacted away. The answer is in a
+                # later batch (as Kafka's LogSegment.findOffsetByTimestamp), not this one.
         return None
 
     # ------------------------------------------------------------------ truncation
