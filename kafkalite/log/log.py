@@ -442,7 +442,10 @@ class Log:
         compaction leaves until its next pass merges them, stranded it (a kill -9 test)."""
         self._check_offset(offset)
         parts: list[bytes] = []
-        while offset < self._leo and max_bytes > 0:
+        # A max_bytes of 0 still reads the first batch when `min_one` (KIP-74; Kafka's
+        # LogSegment.read): a consumer with max.partition.fetch.bytes=0 got empty answers at
+        # once, for ever.
+        while offset < self._leo and (max_bytes > 0 or (min_one and not parts)):
             data = self._read_segment(offset, max_bytes, max_offset, min_one and not parts)
             if not data:
                 break

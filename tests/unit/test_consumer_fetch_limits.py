@@ -1,0 +1,49 @@
+"""Consumer fetches at the edges of their limits, on a real replica manager over a real log:
+a partition limit of 0 still gets the first batch (KIP-74), and a fetch that asks for no
+partition is answered at once (Kafka's fetchMessages), not after max_wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.core.consumer_fetch import ClusterView
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log_manager import LogManager
+from kafkalite.log.records import encode_batch
+
+TP = ("t", 0)
+CONFIG = LogConfig(segment_bytes=1 << 20)
+SETTINGS = {"purgatory.max.size": 100, "min.insync.replicas": 1, "message.max.bytes": 1 << 20,
+            "replica.lag.time.max.ms": 30000, "broker.rack": None}
+
+
+def _leader(tmp_path) -> ReplicaManager:
+    logs = LogManager([str(tmp_path / "d")], CONFIG)
+    logs.open_all()
+    rm = ReplicaManager(1, logs, CONFIG, dict(SETTINGS), BrokerMetrics())
+    rm.cluster_view = lambda tp: ClusterView({1: None}, True, None, -1)
+    rm.handle_leader_and_isr({"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
+                              "partitions": [[TP[0], TP[1], 1, 3, [1], 0, [1]]]})
+    return rm
+
+
+def _ask(offset: int, max_bytes: int) -> tuple[tuple[str, int], dict]:
+    return TP, {"fetch_offset": offset, "max_bytes": max_bytes, "current_leader_epoch": -1}
+
+
+async def test_a_partition_limit_of_zero_still_gets_the_first_batch(tmp_path):
+    rm = _leader(tmp_path)
+    await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", b"v" * 40, ())] * 3, base_timestamp=1000))])
+    for limit in (0, 1):
+        ((_, answer),) = await rm.fetch([_ask(0, limit)], replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20)
+        assert answer["error"] == 0 and len(answer["records"]) > 0, limit
+    ((_, answer),) = await rm.fetch([_ask(0, 1 << 20)], replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=0)
+    assert len(answer["records"]) > 0
+
+
+async def test_a_fetch_of_no_partition_is_answered_at_once(tmp_path):
+    rm = _leader(tmp_path)
+    # max_wait is 60 s: waiting it out fails the wait_for
+    assert await asyncio.wait_for(rm.fetch([], replica_id=-1, max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20), 20) == []
