@@ -20,6 +20,7 @@ from kafkalite.broker.errors import OPERATING_ERRORS
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.codes import ErrorCode
+from kafkalite.core.consumer_fetch import ClusterView, controller_isr
 from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_manager import FetchErrorAction, Follow
 from kafkalite.log.errors import LogDirFailure
@@ -79,7 +80,7 @@ class FetcherTask:
                 now = monotonic_ms()
                 quotas = self.manager.quotas
                 ready = {tp: f for tp, f in self.partitions.items() if not f.truncating and f.ready(now)
-                         and not quotas.follower_throttled(tp, self.manager.broker_id in f.replica.state.isr, now)}
+                         and not (tp in quotas.adding and quotas.follower_throttled(tp, self._in_sync(f), now))}
                 if not ready:
                     await asyncio.sleep(backoff_s)
                     continue
@@ -94,6 +95,14 @@ class FetcherTask:
             except (*OPERATING_ERRORS, OSError) as e:  # e.g. a batch the log refused
                 log.warning("fetch from broker %d failed: %r; retrying", self.leader_id, e)
                 await asyncio.sleep(backoff_s)
+
+    def _in_sync(self, f: Follow) -> bool:
+        """Whether this replica is in its partition's ISR, for the replication throttle (an
+        in-sync replica is never throttled, as in Kafka). A follower hears of its own
+        AlterIsr expansion only through UpdateMetadata: by its LeaderAndIsr alone, a replica
+        added mid-move stayed throttled until the whole move ended, and acks=all produces
+        waited on it for seconds (found by review)."""
+        return self.manager.broker_id in controller_isr(f.replica.state, self.manager.cluster_view(f.replica.tp))
 
     async def _call(self, client: RpcClient, api: str, body: dict[str, Any], sent: dict[TP, Follow], timeout_ms: int):
         for f in sent.values():
@@ -252,6 +261,9 @@ class FetcherManager:
         self._where: dict[TP, int] = {}
         self.broker_id = -1
         self.quotas = ReplicationQuotas(-1)  # the replica manager's, attached by the broker
+        # The metadata cache's view of a partition (its ISR as the controller last said),
+        # attached by the broker.
+        self.cluster_view: Callable[[TP], ClusterView] = lambda tp: ClusterView()
 
     def has_partition(self, tp: TP) -> bool:
         return tp in self._where

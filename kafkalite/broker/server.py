@@ -176,6 +176,7 @@ class Broker:
         self._offline_dirty = False
         self.offline_partitions: set[tuple[str, int]] = set()
         self.fetchers.broker_id, self.fetchers.quotas = self.broker_id, self.replica_manager.core.quotas
+        self.fetchers.cluster_view = self._cluster_view
         self.replica_manager.alter_isr_due = self._alter_isr_due
         cleaner_config = cleaner_config_from(cfg)
         self.log_cleaner: LogCleanerDriver | None = None
