@@ -86,6 +86,8 @@ ALTER_ISR_RETRY_BACKOFF_S = 0.2
 CLIENT_LISTENER_WARN_S = 10.0
 GROUP_LAG_REFRESH_S = 5.0
 GC_PAUSE_LOGGED_S = 0.1  # collections this long are logged (a take-over of 100,000 partitions met some of 0.5 s)
+REREGISTER_BACKOFF_S = 0.5  # after a failed re-registration, doubling up to
+REREGISTER_BACKOFF_MAX_S = 5.0
 
 
 def log_config_from(cfg: BrokerConfig | Mapping[str, Any]) -> LogConfig:
@@ -187,6 +189,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._owned: set[asyncio.Task] = set()  # one-off background work (re-registration)
         self._reregistering: asyncio.Task | None = None
+        self._sessions_lost = 0  # session expiries seen (_reregister)
         self._flush_job: asyncio.Future | None = None
         self._gc_callback: Any = None
         self._pid_block: tuple[int, int] | None = None
@@ -573,22 +576,30 @@ class Broker:
     def _on_session_lost(self) -> None:
         log.warning("ZooKeeper session expired: resigning controller role and re-registering")
         self.controller.enqueue(Resign())
+        self._sessions_lost += 1
         if self._reregistering is None or self._reregistering.done():  # one at a time
             self._reregistering = spawn(self._reregister(), name="reregister", owner=self._owned)
 
     async def _reregister(self) -> None:
-        for _ in range(600):
-            if self.stopping:
-                return
+        """Register again after a session expiry, for as long as it takes (Kafka's broker
+        does too): giving up after a few minutes of ZooKeeper outage left a live broker
+        unregistered for good, out of every ISR, until someone restarted it. A session lost
+        again while registering (the new registration may have gone with it) registers again."""
+        delay_s, failures = REREGISTER_BACKOFF_S, 0
+        while not self.stopping:
+            lost = self._sessions_lost
             try:
                 await self._register()
+            except Exception as e:  # noqa: BLE001 - ZkError, and kazoo's connection errors while reconnecting
+                failures += 1
+                (log.warning if failures % 20 == 0 else log.info)("re-registration failed %d times (%s); retrying", failures, e)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, REREGISTER_BACKOFF_MAX_S)
+                continue
+            if self._sessions_lost == lost:
                 self.controller.enqueue(Elect())
                 return
-            except ZkError as e:
-                log.info("re-registration failed (%s); retrying", e)
-            except Exception as e:  # noqa: BLE001 - kazoo's connection errors while reconnecting
-                log.info("re-registration failed (%s); retrying", e)
-            await asyncio.sleep(0.5)
+            log.warning("ZooKeeper session lost again while registering: registering again")
 
     def _cluster_view(self, tp: tuple[str, int]) -> ClusterView:
         """What the metadata cache says of a partition, for the consumer-fetch decision."""
