@@ -6,7 +6,6 @@ few attributes; time does not pass (sleep is a no-op)."""
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 
 from kafkalite.broker import server
