@@ -274,15 +274,23 @@ class KafkaApis:
             # KIP-392: a new leader that does not yet know the true HW cannot answer "latest".
             out["error_code"] = int(ErrorCode.OFFSET_NOT_AVAILABLE)
             return out
-        out["leader_epoch"] = part.leader_epoch
+        # The leader epoch answered is that of the offset's records, as Kafka's: a consumer
+        # keeps it with its position and checks it for truncation (KIP-320). The current
+        # epoch for "latest" (Partition.fetchOffsetForTimestamp); for the earliest offset
+        # and a timestamp's, the epoch the log records there. The current epoch for those
+        # let a consumer that seeked below a later truncation miss it.
+        epochs = part.log.leader_epoch_cache
         if ts == -2:
             out["offset"] = part.log_start_offset
+            out["leader_epoch"] = epochs.epoch_for_offset(part.log_start_offset)
         elif ts == -1:
             out["offset"] = part.hw
+            out["leader_epoch"] = part.leader_epoch
         else:
             found = part.log.offset_for_timestamp(ts)
             if found is not None and found[0] < part.hw:
                 out["offset"], out["timestamp"] = found
+                out["leader_epoch"] = epochs.epoch_for_offset(found[0])
             else:
                 out["offset"] = -1
         return out
