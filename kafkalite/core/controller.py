@@ -425,6 +425,11 @@ class Controller:
         self.unclean_elections = 0
         self.reassignments: dict[TP, tuple[int, ...]] = {}  # accepted entries of /admin/reassign_partitions
         self.throttle: dict[str, int] = {}
+        # The admin znode as read at take-over has been acted on (_on_reassignments_changed).
+        # Until then a move without an accepted entry is not taken for cancelled: a take-over
+        # that ZooKeeper failed before that step stays active, and would otherwise revert
+        # moves whose entry it has not yet judged.
+        self._reassignments_read = False
         self._out = Ready()
         self._running: Handler | None = None
         self._reply: tuple[Any, type[ControllerResponse]] | None = None  # the running event's caller
@@ -499,6 +504,7 @@ class Controller:
         self.active = False
         self.live, self.topics, self.states, self.shutting_down = {}, {}, {}, set()
         self.reassignments, self.throttle, self.gone = {}, {}, {}
+        self._reassignments_read = False
         self.offline, self._offline_reports = {}, {}
         self._uncreated, self._stale_members = set(), {}
         return out
@@ -679,6 +685,15 @@ class Controller:
         self.topics = dict(ev.topics)
         self.states = {tp: st for tp, st in ev.states.items() if tp[0] in self.topics}
         self.shutting_down = set()
+        # The moves in progress keep their entries from the start, not only from the
+        # take-over's last step (seed D 7): ZooKeeper may fail a write before it, the driver
+        # aborts and the core stays active, and the next AlterIsr or broker change took every
+        # move for cancelled (reverted, its new replicas deleted) while the admin znode still
+        # asked for it. An entry with another target than its move is judged at that step.
+        self.reassignments = {tp: tuple(target) for tp, target in sorted(ev.reassignments.items())
+                              if tp[0] in self.topics and tp[1] in self.topics[tp[0]].partitions
+                              and (move := self._move_of(tp)).moving and _same_replicas(target, move.target)}
+        self._reassignments_read = False
 
     def _on_activated(self, ev: Activated) -> Handler:
         for bid, epoch in sorted(self.gone.items()):
@@ -1253,7 +1268,7 @@ class Controller:
                 continue
             move = self._move_of(tp)
             if move.moving:
-                if set(move.target) != set(target) or len(target) != len(move.target):
+                if not _same_replicas(target, move.target):
                     self._note(f"{tp[0]}-{tp[1]} is already moving to {list(move.target)}; "
                                f"the new target {list(target)} is ignored (cancel first)", "warning")
                     target = self.reassignments.get(tp, move.target)
@@ -1267,6 +1282,7 @@ class Controller:
             accepted[tp] = target
             starts[tp] = target
         self.reassignments = accepted
+        self._reassignments_read = True
         yield from self._start_moves(starts)
         yield from self._advance_moves(self.moving())
         if dropped:
@@ -1312,7 +1328,8 @@ class Controller:
             if not move.moving:
                 continue
             if tp not in self.reassignments:
-                reverting.append(tp)
+                if self._reassignments_read:  # else its entry, if any, is not judged yet
+                    reverting.append(tp)
             elif reassignment.completion(self.states[tp], move, eligible, self._target(tp)) is not None:
                 finishing.append(tp)
         if finishing:
@@ -1459,6 +1476,11 @@ class Controller:
             self._note(f"topic {t}: partitions {asked} removed")
         if handled:
             yield DeletePartitionAdminZnodes("remove", tuple(sorted(handled)))
+
+
+def _same_replicas(target: Sequence[int], replicas: Sequence[int]) -> bool:
+    """The same brokers, maybe reordered (`replicas` has no duplicates)."""
+    return len(target) == len(replicas) and set(target) == set(replicas)
 
 
 def _named(tps: Sequence[TP]) -> str:

@@ -750,6 +750,48 @@ def test_a_move_found_at_failover_without_its_admin_entry_was_cancelled():
     assert zk.topics["t"].partitions[0] == (1, 2, 3) and run.to(4, StopReplica)
 
 
+def _take_over_failed_on_zookeeper(reassign):
+    """A take-over of t-0 moving (1, 2, 3) -> (2, 3, 4), 4 not yet in the ISR, whose first
+    ZooKeeper write (the election for t-1, its leader 5 gone) fails: the driver aborts it
+    and the core stays active before its reassignment step ran."""
+    zk = Znodes()
+    moving = core.Topic({0: (1, 2, 3, 4), 1: (5, 2, 1)}, adding={0: (4,)}, removing={0: (1,)})
+    zk.nodes.update({T0: PartitionState(1, 1, (1, 2, 3), 3, 1), T1: PartitionState(5, 0, (5, 2, 1), 0, 1)})
+    zk.topics["t"] = moving
+    zk.reassign = dict(reassign)
+    ctrl = core.Controller(2)
+    ready = ctrl.handle(core.Activated(2, brokers(1, 2, 3, 4), {"t": moving}, dict(zk.nodes), {}, reassignments=dict(zk.reassign)), 0)
+    assert isinstance(ready.io, core.WriteStates) and list(ready.io.updates) == [T1]
+    ctrl.abort(ErrorCode.NOT_CONTROLLER)
+    assert ctrl.active and ctrl.moving() == [T0]
+    return zk, ctrl
+
+
+def test_a_take_over_that_zookeeper_fails_part_way_still_finishes_the_moves_in_progress():
+    """Review: the entries were only taken in at the take-over's last step, so the leader's
+    next AlterIsr took the move for cancelled: reverted to (1, 2, 3), StopReplica(delete)
+    to broker 4, while the admin znode still asked for (2, 3, 4)."""
+    zk, ctrl = _take_over_failed_on_zookeeper({T0: (2, 3, 4)})
+    assert ctrl.reassignments == {T0: (2, 3, 4)}
+    run = _alter_isr(ctrl, zk, 1, T0, (1, 2, 3, 4))
+    assert zk.topics["t"].partitions[0] == (2, 3, 4) and not zk.topics["t"].adding
+    assert zk.nodes[T0].leader == 2 and zk.nodes[T0].isr == (2, 3, 4)
+    assert run.to(4, StopReplica) == [] and [s.partitions for s in run.to(1, StopReplica)] == [(T0,)]
+    assert zk.reassign == {} and not any("cancelled" in n for n in run.notes)
+
+
+def test_a_take_over_that_zookeeper_fails_part_way_reverts_no_move_before_it_read_the_admin_znode():
+    """A move without an entry was cancelled, but one whose entry the take-over has not
+    judged yet (here: another target) waits for the retried ReassignmentsChanged."""
+    zk, ctrl = _take_over_failed_on_zookeeper({T0: (2, 3, 5)})
+    assert ctrl.reassignments == {}
+    drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3, 4)))  # the driver's re-check after the error
+    assert ctrl.moving() == [T0] and zk.topics["t"].adding == {0: (4,)}
+    zk.reassign = {}  # then cancelled: the read that follows reverts it
+    run = drive(ctrl, zk, core.ReassignmentsChanged({}))
+    assert zk.topics["t"].partitions[0] == (1, 2, 3) and [s.partitions for s in run.to(4, StopReplica)] == [(T0,)]
+
+
 @pytest.mark.parametrize("target, why", [((2, 3, 9), "not registered"), ((2, 2), "duplicate"), ((), "empty")])
 def test_an_impossible_move_is_refused_and_its_entry_removed(target, why):
     zk, ctrl, run = _moving(target=target)
