@@ -694,6 +694,10 @@ class Controller:
                               if tp[0] in self.topics and tp[1] in self.topics[tp[0]].partitions
                               and (move := self._move_of(tp)).moving and _same_replicas(target, move.target)}
         self._reassignments_read = False
+        # Before `_tell_everyone`: its LeaderAndIsr carries the throttle of the moving
+        # partitions, and a broker sets the rates a request with adding replicas carries.
+        # Sent empty, every broker dropped the throttle for the rest of the moves.
+        self.throttle = _throttle_rates(ev.throttle)
 
     def _on_activated(self, ev: Activated) -> Handler:
         for bid, epoch in sorted(self.gone.items()):
@@ -1256,7 +1260,7 @@ class Controller:
         """/admin/reassign_partitions changed (or was read at failover): start what is new,
         finish what is no move (a reorder, or already there), refuse what cannot be done,
         revert moves whose entry is gone (cancelled)."""
-        self.throttle = {k: int(v) for k, v in throttle.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
+        self.throttle = _throttle_rates(throttle)
         accepted: dict[TP, tuple[int, ...]] = {}
         dropped: list[TP] = []  # entries to take out of the znode
         starts: dict[TP, tuple[int, ...]] = {}
@@ -1476,6 +1480,11 @@ class Controller:
             self._note(f"topic {t}: partitions {asked} removed")
         if handled:
             yield DeletePartitionAdminZnodes("remove", tuple(sorted(handled)))
+
+
+def _throttle_rates(throttle: Mapping[str, int]) -> dict[str, int]:
+    """The replication rates of the admin znode's throttle (bytes/s), nothing else."""
+    return {k: int(v) for k, v in throttle.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
 
 
 def _same_replicas(target: Sequence[int], replicas: Sequence[int]) -> bool:

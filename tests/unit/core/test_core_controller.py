@@ -21,6 +21,7 @@ from kafkalite.core.messages import (
     StopReplica,
     UpdateMetadata,
 )
+from kafkalite.core.quota import FOLLOWER_RATE, LEADER_RATE
 
 T0, T1 = ("t", 0), ("t", 1)
 
@@ -790,6 +791,20 @@ def test_a_take_over_that_zookeeper_fails_part_way_reverts_no_move_before_it_rea
     zk.reassign = {}  # then cancelled: the read that follows reverts it
     run = drive(ctrl, zk, core.ReassignmentsChanged({}))
     assert zk.topics["t"].partitions[0] == (1, 2, 3) and [s.partitions for s in run.to(4, StopReplica)] == [(T0,)]
+
+
+def test_a_take_over_mid_move_keeps_the_replication_throttle():
+    """Review: the take-over's init LeaderAndIsr carried no throttle, and brokers set the
+    rates of a request with adding replicas: the move ran unthrottled to its end."""
+    rates = {LEADER_RATE: 1_000_000, FOLLOWER_RATE: 2_000_000}
+    zk, ctrl, _ = _moving()
+    ctrl = core.Controller(2)
+    run = drive(ctrl, zk, core.Activated(3, brokers(1, 2, 3, 4), dict(zk.topics), dict(zk.nodes), {},
+                                         reassignments=dict(zk.reassign), throttle=rates))
+    assert ctrl.moving() == [T0] and ctrl.throttle == rates
+    for b in (1, 4):
+        (lai,) = run.to(b, LeaderAndIsr)
+        assert lai.init and any(p.adding == (4,) for p in lai.partitions) and lai.throttle == rates
 
 
 @pytest.mark.parametrize("target, why", [((2, 3, 9), "not registered"), ((2, 2), "duplicate"), ((), "empty")])
