@@ -45,7 +45,7 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
             by_tp.update({p.topic_partition: p for p in b.partitions})
             return dataclasses.replace(a, partitions=tuple(by_tp.values()),
                                        live_leaders={**a.live_leaders, **b.live_leaders},
-                                       topic_configs={**a.topic_configs, **b.topic_configs}, throttle=b.throttle)
+                                       topic_configs={**a.topic_configs, **b.topic_configs}, throttle=_throttle_of(a, b))
         case StopReplica(), StopReplica():
             if a.delete != b.delete:
                 return None
@@ -65,6 +65,14 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
                                        deleted_partitions=tuple(dict.fromkeys(a.deleted_partitions + b.deleted_partitions)),
                                        topic_configs={t: c for t, c in {**a.topic_configs, **b.topic_configs}.items() if t not in gone})
     return None
+
+
+def _throttle_of(a: LeaderAndIsr, b: LeaderAndIsr) -> dict[str, int]:
+    """The rates a broker ends with applying `a` and then `b`: it takes those of a request
+    with replicas being added, so `b`'s if it adds any (the controller's newer rates, even
+    none), else `a`'s. Taking `b`'s always left the moves of `a` unthrottled whenever a
+    request about other partitions queued behind it (a leader change, an epoch bump)."""
+    return dict(b.throttle if any(p.adding for p in b.partitions) else a.throttle)
 
 
 class SendQueue:

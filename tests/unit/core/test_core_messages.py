@@ -58,6 +58,21 @@ def test_merged_leader_and_isr_holds_the_latest_state_of_every_partition(a, b):
     assert {p.topic_partition: p for p in both.partitions} == latest
 
 
+def test_merged_leader_and_isr_keeps_the_throttle_of_the_latest_request_that_adds_replicas():
+    """Review: the merge kept the second request's throttle, so a move's LeaderAndIsr merged
+    with a later one about another partition (no replicas added: no throttle) reached the
+    broker unthrottled, and the broker set empty rates from it."""
+    rates, newer = {"leader.replication.throttled.rate": 1000}, {"leader.replication.throttled.rate": 5}
+    moving = m.LeaderAndIsr(1, 2, 10, (m.PartitionLeadership("t", 0, 1, 1, (1, 2), 1, (1, 2, 4), (4,), (1,)),), throttle=rates)
+    other = m.LeaderAndIsr(1, 2, 10, (m.PartitionLeadership("u", 0, 4, 3, (4,), 3, (4,)),))
+    assert merged(moving, other).throttle == rates
+    assert merged(other, moving).throttle == rates
+    again = m.LeaderAndIsr(1, 2, 10, (m.PartitionLeadership("t", 1, 2, 1, (2,), 1, (2, 4), (4,), ()),), throttle=newer)
+    assert merged(moving, again).throttle == newer
+    unthrottled = m.LeaderAndIsr(1, 2, 10, again.partitions)  # the throttle was cleared since
+    assert merged(moving, unthrottled).throttle == {}
+
+
 def test_requests_for_different_registrations_or_init_never_merge():
     a = m.LeaderAndIsr(1, 2, 10, ())
     assert merged(a, m.LeaderAndIsr(1, 2, 11, ())) is None
