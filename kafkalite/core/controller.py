@@ -649,6 +649,12 @@ class Controller:
     def _eligible(self) -> set[int]:
         return set(self.live) - self.shutting_down
 
+    def _eligible_for(self, tp: TP) -> set[int]:
+        """Who may lead `tp` when a move ends: not a replica whose log dir failed (as in
+        `_elect_offline`). A move finished, or reverted, onto one made it leader of a log
+        it cannot serve, and deleted the healthy copies being removed."""
+        return self._eligible() - self.offline.get(tp, frozenset())
+
     def _refresh_offline(self) -> list[TP]:
         """`offline` from the reports of live registrations; the partitions whose offline
         replicas changed. A broker that restarted (a new registration) or died takes its
@@ -1324,7 +1330,6 @@ class Controller:
     def _advance_moves(self, tps: Iterable[TP]) -> Handler:
         """Moves that can finish (RAR ⊆ ISR), and cancelled ones that can go back."""
         finishing, reverting = [], []
-        eligible = self._eligible()
         for tp in sorted(set(tps)):
             if tp[0] not in self.topics or tp not in self.states:
                 continue
@@ -1334,7 +1339,7 @@ class Controller:
             if tp not in self.reassignments:
                 if self._reassignments_read:  # else its entry, if any, is not judged yet
                     reverting.append(tp)
-            elif reassignment.completion(self.states[tp], move, eligible, self._target(tp)) is not None:
+            elif reassignment.completion(self.states[tp], move, self._eligible_for(tp), self._target(tp)) is not None:
                 finishing.append(tp)
         if finishing:
             yield from self._end_moves(
@@ -1360,7 +1365,7 @@ class Controller:
             out = []
             for tp in todo:
                 st = self.states.get(tp)
-                new = None if st is None else decide_state(tp, st, moves[tp], self._eligible())
+                new = None if st is None else decide_state(tp, st, moves[tp], self._eligible_for(tp))
                 if new is not None:
                     out.append(PartitionChange(tp, new.leader, new.leader_epoch, new.isr, st.version))
             return out

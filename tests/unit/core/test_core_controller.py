@@ -807,6 +807,25 @@ def test_a_take_over_mid_move_keeps_the_replication_throttle():
         assert lai.init and any(p.adding == (4,) for p in lai.partitions) and lai.throttle == rates
 
 
+def test_a_move_does_not_end_on_a_replica_whose_log_dir_failed():
+    """Review: completion chose its leader among live brokers, ignoring failed log dirs. t-0
+    went offline when both replicas' dirs failed (its ISR kept); moved to (2,), it got
+    broker 2 as leader of a log it cannot serve, and broker 1 a StopReplica(delete)."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1)}, topics={"t": core.Topic({0: (1, 2)})})
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,)), 2: (20, (T0,))}))
+    assert zk.nodes[T0].leader == -1 and zk.nodes[T0].isr == (1, 2)
+    zk.reassign = {T0: (2,)}
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    assert zk.nodes[T0].leader == -1 and ctrl.moving() == [T0] and zk.reassign == {T0: (2,)}
+    assert run.to(1, StopReplica) == [] and not any("finished" in n for n in run.notes)
+    # broker 2's dir is repaired: it leads again, and the move ends on it
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,)), 2: (20, ())}))
+    assert zk.nodes[T0].leader == 2
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 2, 3)))
+    assert zk.topics["t"].partitions[0] == (2,) and [s.partitions for s in run.to(1, StopReplica)] == [(T0,)]
+
+
 @pytest.mark.parametrize("target, why", [((2, 3, 9), "not registered"), ((2, 2), "duplicate"), ((), "empty")])
 def test_an_impossible_move_is_refused_and_its_entry_removed(target, why):
     zk, ctrl, run = _moving(target=target)
