@@ -16,8 +16,9 @@ brokers (a broker just added) until replica counts differ by at most one. `--jso
 only the plan; otherwise a table of current -> proposed replicas comes first.
 
 `execute` checks the plan against ZooKeeper (topics and partitions exist, every broker is
-registered, replicas non-empty and distinct), refuses while a reassignment is in progress,
-and writes /admin/reassign_partitions; the controller does the rest. `--throttle` limits
+registered, replicas non-empty and distinct, no partition still moving: a cancelled move
+that has not gone back yet), refuses while a reassignment is in progress, and writes
+/admin/reassign_partitions; the controller does the rest. `--throttle` limits
 the replication of the moving partitions to that many bytes/s (leader and follower).
 
 `status` follows the moving partitions (kafkalite/cli/reassign_status.py); `cancel`
@@ -240,6 +241,8 @@ def run_execute(args: argparse.Namespace) -> int:
                 {t: set(a.partitions) for t, (a, _) in assignments.items()},
                 set(zk.get_brokers()),
                 set(zk.get_topics_marked_for_deletion()),
+                {(t, p): (a.original_replicas(p), a.target_replicas(p))
+                 for t, (a, _) in assignments.items() for p in a.partitions if a.is_moving(p)},
             )
             if problems:
                 more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""

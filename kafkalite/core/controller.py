@@ -1264,8 +1264,9 @@ class Controller:
 
     def _on_reassignments_changed(self, wanted: Mapping[TP, tuple[int, ...]], throttle: Mapping[str, int]) -> Handler:
         """/admin/reassign_partitions changed (or was read at failover): start what is new,
-        finish what is no move (a reorder, or already there), refuse what cannot be done,
-        revert moves whose entry is gone (cancelled)."""
+        finish what is no move (a reorder, or already there), refuse what cannot be done
+        (another target for a partition still moving too), revert moves whose entry is gone
+        (cancelled)."""
         self.throttle = _throttle_rates(throttle)
         accepted: dict[TP, tuple[int, ...]] = {}
         dropped: list[TP] = []  # entries to take out of the znode
@@ -1279,9 +1280,16 @@ class Controller:
             move = self._move_of(tp)
             if move.moving:
                 if not _same_replicas(target, move.target):
-                    self._note(f"{tp[0]}-{tp[1]} is already moving to {list(move.target)}; "
-                               f"the new target {list(target)} is ignored (cancel first)", "warning")
-                    target = self.reassignments.get(tp, move.target)
+                    # Another target for a partition still moving: a cancelled move that
+                    # cannot go back yet (no original replica can lead) planned anew, or an
+                    # entry written over. Taken out, never adopted: adopting the move's own
+                    # target resumed the cancelled move and it ended on the target the user
+                    # cancelled. With no entry, the move in progress is a cancelled one.
+                    self._note(f"reassignment of {tp[0]}-{tp[1]} to {list(target)} refused, its entry removed: it is still "
+                               f"moving {list(move.original)} -> {list(move.target)}, a move now cancelled that goes back to "
+                               f"{list(move.original)} first", "warning")
+                    dropped.append(tp)
+                    continue
                 accepted[tp] = target
                 continue
             reason = reassignment.invalid_target(target, self.live)
@@ -1291,12 +1299,15 @@ class Controller:
                 continue
             accepted[tp] = target
             starts[tp] = target
+        # The refused entries leave the znode before any move is reverted for lack of one: if
+        # ZooKeeper failed in between, the retried read would find a refused entry for a
+        # partition no longer moving and start it.
+        if dropped:
+            yield RemoveReassignments(tuple(dropped))
         self.reassignments = accepted
         self._reassignments_read = True
         yield from self._start_moves(starts)
         yield from self._advance_moves(self.moving())
-        if dropped:
-            yield RemoveReassignments(tuple(dropped))
 
     def _start_moves(self, starts: Mapping[TP, tuple[int, ...]]) -> Handler:
         """Steps 1-2: AR+RAR into the topic znode, then the leader epoch bumped and

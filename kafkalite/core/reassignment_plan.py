@@ -20,11 +20,17 @@ def plan_problems(
     partitions_by_topic: Mapping[str, Collection[int]],
     registered_brokers: Collection[int],
     topics_being_deleted: Collection[str] = (),
+    still_moving: Mapping[PartitionKey, tuple[Sequence[int], Sequence[int]]] | None = None,
 ) -> list[str]:
     """Why `plan` cannot start, one sentence per problem, in partition order; empty when
     it can. Every partition must exist (and its topic not be on its way out), and its new
     replicas must be a non-empty list of distinct brokers registered now: a replica on a
-    broker that is not running would never catch up, and the move would never end."""
+    broker that is not running would never catch up, and the move would never end.
+
+    Nor may a partition still be moving (`still_moving`: (original, target) replicas, from
+    its topic znode's adding/removing replicas) with no reassignment in progress: a
+    cancelled move that could not go back yet. The controller refuses a new target for
+    it; before it did, it took the new entry for the cancelled move and ended there."""
     problems: list[str] = []
     if not plan:
         return ["the plan lists no partitions"]
@@ -40,6 +46,13 @@ def plan_problems(
             continue
         if partition not in partitions_by_topic[topic]:
             problems.append(f"{name}: topic {topic!r} has no partition {partition}")
+            continue
+        if still_moving and (topic, partition) in still_moving:
+            original, target = still_moving[(topic, partition)]
+            ids = ",".join(str(b) for b in original)
+            problems.append(f"{name}: its previous move ({ids} -> {','.join(str(b) for b in target)}) has not ended: "
+                            f"a cancelled move goes back to {ids} first; plan it again once `kafkalite reassign status` "
+                            "no longer lists it")
             continue
         if not replicas:
             problems.append(f"{name}: no replicas (the replication factor must be at least 1)")

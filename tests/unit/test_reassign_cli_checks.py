@@ -5,6 +5,7 @@ replaced by fakes that move on at each look)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from types import SimpleNamespace
 
@@ -62,6 +63,28 @@ def test_bad_plan_files_exit_1_with_one_line_before_contacting_zookeeper(capsys,
     (tmp_path / "fine.json").write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]}')
     line = one_line_failure(capsys, ["reassign", "execute", "--plan", str(tmp_path / "fine.json"), "--zookeeper", DEAD_ZOOKEEPER], 1)
     assert f"cannot reach ZooKeeper at {DEAD_ZOOKEEPER} (no connection within 0.5 s)" in line
+
+
+def test_execute_refuses_a_partition_still_moving_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    """No reassignment in progress, but t-0's topic znode still lists a move: a cancelled
+    one that could not go back yet. A plan naming it is refused (exit 1, one line) and no
+    admin znode is written; the controller would have taken the plan for that move."""
+    created = []
+    zk = SimpleNamespace(
+        get_reassignment=lambda: None,
+        get_topic_assignments=lambda topics: {"t": (TopicAssignment({0: [1, 2, 3, 4], 1: [2, 3]}, adding_replicas={0: [3, 4]},
+                                                                   removing_replicas={0: [1, 2]}), 1)},
+        get_brokers=lambda: {b: (BrokerRegistration(b, "127.0.0.1", 1, 2, 3, None), b) for b in (1, 2, 3, 4, 5)},
+        get_topics_marked_for_deletion=lambda: [],
+        create_reassignment=created.append,
+    )
+    monkeypatch.setattr(reassign_cmd, "zookeeper", lambda connect: contextlib.nullcontext(zk))
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 5]},'
+                    ' {"topic": "t", "partition": 1, "replicas": [3, 5]}]}')
+    line = one_line_failure(capsys, ["reassign", "execute", "--plan", str(plan), "--zookeeper", "127.0.0.1:2181"], 1)
+    assert "plan refused: t-0: its previous move (1,2 -> 3,4) has not ended" in line
+    assert created == []
 
 
 @pytest.mark.parametrize("connect", ["", "host", "h:x", "h:1/", "h:1//a", ":1"])

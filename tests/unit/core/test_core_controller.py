@@ -826,6 +826,43 @@ def test_a_move_does_not_end_on_a_replica_whose_log_dir_failed():
     assert zk.topics["t"].partitions[0] == (2,) and [s.partitions for s in run.to(1, StopReplica)] == [(T0,)]
 
 
+def test_a_new_target_for_a_cancelled_move_that_cannot_go_back_yet_is_refused():
+    """Review: t-0 moving (1, 2) -> (3, 4) was cancelled while no original replica could
+    lead; a new plan for it, (3, 5), was taken for that move (its target ignored), so the
+    cancelled move resumed and ended on (3, 4). The new entry is refused and removed, and
+    the move goes back to (1, 2) once one of them can lead."""
+    zk = Znodes()
+    ctrl, _ = active(zk, live=(1, 2, 3, 4, 5), states={T0: PartitionState(1, 0, (1, 2), 0, 1)}, topics={"t": core.Topic({0: (1, 2)})})
+    zk.reassign = {T0: (3, 4)}
+    drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    _alter_isr(ctrl, zk, 1, T0, (1, 2, 3))
+    drive(ctrl, zk, core.BrokersChanged(brokers(3, 4, 5)))  # brokers 1 and 2 fail: 3 leads
+    assert zk.nodes[T0].leader == 3
+    zk.reassign = {}
+    run = drive(ctrl, zk, core.ReassignmentsChanged({}))
+    assert any("cannot end yet" in n for n in run.notes) and ctrl.moving() == [T0]
+    zk.reassign = {T0: (3, 5)}
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    assert any("to [3, 5] refused, its entry removed" in n for n in run.notes)
+    assert zk.reassign == {} and ctrl.reassignments == {} and zk.topics["t"].adding == {0: (3, 4)}
+    _alter_isr(ctrl, zk, 3, T0, (3, 4))  # 4 catches up: the cancelled move does not end on (3, 4)
+    assert zk.topics["t"].partitions[0] == (1, 2, 3, 4) and ctrl.moving() == [T0]
+    run = drive(ctrl, zk, core.BrokersChanged(brokers(1, 3, 4, 5, epochs={1: 11})))
+    assert zk.nodes[T0].leader == 3  # broker 1 restarted: not in the ISR, it cannot lead yet
+    _alter_isr(ctrl, zk, 3, T0, (3, 4, 1))
+    assert zk.topics["t"].partitions[0] == (1, 2) and zk.nodes[T0].leader == 1
+
+
+def test_a_new_target_for_a_move_in_progress_cancels_it_and_is_refused():
+    """The same from a move still asked for: its entry written over with another target is
+    refused and removed, and then nothing asks for the move: it goes back."""
+    zk, ctrl, _ = _moving()
+    zk.reassign = {T0: (2, 3, 5)}
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    assert any("refused, its entry removed" in n for n in run.notes)
+    assert zk.reassign == {} and zk.topics["t"].partitions[0] == (1, 2, 3) and run.to(4, StopReplica)
+
+
 @pytest.mark.parametrize("target, why", [((2, 3, 9), "not registered"), ((2, 2), "duplicate"), ((), "empty")])
 def test_an_impossible_move_is_refused_and_its_entry_removed(target, why):
     zk, ctrl, run = _moving(target=target)

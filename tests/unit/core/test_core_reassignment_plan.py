@@ -36,6 +36,15 @@ def test_an_empty_plan_and_a_topic_being_deleted_are_refused():
     assert plan_problems({("b", 0): [1]}, TOPICS, [1], topics_being_deleted={"b"}) == ["b-0: topic 'b' is being deleted"]
 
 
+def test_a_partition_still_moving_cannot_be_planned_again():
+    """A cancelled move that could not go back yet: the controller took a new plan for the
+    partition for that move, and it ended on the cancelled target (found by review)."""
+    assert plan_problems({("a", 0): [3, 5], ("a", 1): [4]}, TOPICS, [1, 2, 3, 4, 5], still_moving={("a", 0): ([1, 2], [3, 4])}) == [
+        "a-0: its previous move (1,2 -> 3,4) has not ended: a cancelled move goes back to 1,2 first; "
+        "plan it again once `kafkalite reassign status` no longer lists it",
+    ]
+
+
 def test_a_partition_the_controller_has_not_started_shows_adding_and_removing_from_the_plan():
     [move] = partition_moves({("a", 0): [2, 3, 4]}, {("a", 0): [1, 2, 3]}, {}, {})
     assert move == PartitionMove("a", 0, (1, 2, 3), adding=(4,), removing=(1,), target=(2, 3, 4), done=False)
