@@ -3,8 +3,11 @@
     kafkalite reassign status [--json | --once] [--interval S] [--zookeeper Z] [--bootstrap B]
 
 What moves comes from ZooKeeper: /admin/reassign_partitions (what is asked) and each topic
-znode's KIP-455 adding/removing replicas (what the controller has started). A partition is
-done once it left the admin znode and has nothing adding or removing.
+znode's KIP-455 adding/removing replicas (what the controller has started). A partition has
+ended once it left the admin znode and has nothing adding or removing: done if its replicas
+are then the target it was first seen moving to, else it did not move (the controller
+refused the target, its log says why, or the move was cancelled and went back). The
+live status exits 1 when a partition did not move.
 
 `--json` prints [{"topic", "partition", "replicas", "adding", "removing", "done"}] once
 (ZooKeeper only). Otherwise a progress bar per partition: the bytes its adding replicas
@@ -21,7 +24,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +51,9 @@ class Snapshot:
     brokers: dict[int, BrokerRegistration]
 
 
-def read_snapshot(zk: ZkAdapter, seen: Iterable[PartitionKey] = ()) -> Snapshot:
+def read_snapshot(zk: ZkAdapter, seen: Mapping[PartitionKey, Sequence[int]] | None = None) -> Snapshot:
+    """`seen`: the partitions earlier looks followed, with the target each was first seen
+    moving to (what an ended move is judged by: the admin entry is gone by then)."""
     existing = zk.get_reassignment()
     requested = existing[0].partitions if existing is not None else {}
     replicas: dict[PartitionKey, list[int]] = {}
@@ -102,7 +107,7 @@ def _watch(zk: ZkAdapter, admin: AdminClient, interval_s: float, *, once: bool) 
     rate = snapshot.throttle.get(codec.FOLLOWER_THROTTLED_RATE)
     console.print(f"reassignment of {len(snapshot.moves)} partitions"
                   f"{f', throttled to {rate:,} bytes/s' if rate else ''}")
-    seen = {(m.topic, m.partition) for m in snapshot.moves}
+    seen = {(m.topic, m.partition): m.target for m in snapshot.moves}
     columns = (TextColumn("{task.description}"), BarColumn(bar_width=BAR_WIDTH), TaskProgressColumn(),
                TextColumn("{task.fields[copied]}"), TextColumn("ETA"), TimeRemainingColumn(compact=True),
                TextColumn("{task.fields[detail]}"))
@@ -121,11 +126,17 @@ def _watch(zk: ZkAdapter, admin: AdminClient, interval_s: float, *, once: bool) 
                 else:
                     progress.update(tasks[key], **fields)
             progress.refresh()
-            if once or all(m.done for m in snapshot.moves):
+            if once or all(m.done or m.failed for m in snapshot.moves):
                 break
             time.sleep(interval_s)
             snapshot = read_snapshot(zk, seen)
-            seen |= {(m.topic, m.partition) for m in snapshot.moves}
+            for m in snapshot.moves:
+                seen.setdefault((m.topic, m.partition), m.target)
+    if failed := [m for m in snapshot.moves if m.failed]:
+        named = ", ".join(f"{m.topic}-{m.partition} (on {_ids(m.replicas)}, not {_ids(m.target)})" for m in failed[:10])
+        more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+        return fail("reassign status", f"{len(failed)} of {len(snapshot.moves)} partitions did not move: {named}{more}; "
+                    "the controller refused the target (its log says why) or the move was cancelled")
     if all(m.done for m in snapshot.moves):
         console.print("reassignment complete")
     return 0
@@ -200,6 +211,8 @@ def _progress_of(move: PartitionMove, metadata: ClusterMetadata, sizes: dict[int
     where = f"leader {leader if leader >= 0 else 'none'}  ISR {_ids(isr) or '-'}"
     if move.done:
         return MoveProgress(1, 1, "", f"[green]done[/green]  {where}")
+    if move.failed:
+        return MoveProgress(0, 1, "", f"[red]not moved[/red] (refused or cancelled), on {_ids(move.replicas)}  {where}")
     if not move.adding:
         what = f"removing {_ids(move.removing)}" if move.removing else "waiting for the controller"
         return MoveProgress(1, 1, "", f"{what}  {where}")

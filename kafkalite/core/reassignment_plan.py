@@ -8,7 +8,7 @@ controller's side of the move is elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +71,10 @@ def plan_problems(
 @dataclass(frozen=True)
 class PartitionMove:
     """One partition of a reassignment as ZooKeeper shows it now. `replicas` is the whole
-    assignment (while moving: the target followed by the replicas being removed); `target`
-    is where it goes, preferred leader first."""
+    assignment (while moving: the original replicas followed by the ones being added);
+    `target` is where it goes, preferred leader first. Once it has left the admin znode
+    and nothing moves, it is `done` if its replicas are the target, else `failed`: the
+    controller refused the target, or the move was cancelled and went back."""
 
     topic: str
     partition: int
@@ -81,6 +83,10 @@ class PartitionMove:
     removing: tuple[int, ...]
     target: tuple[int, ...]
     done: bool
+    failed: bool = False
+
+    def __post_init__(self) -> None:
+        assert not (self.done and self.failed)
 
     @property
     def original(self) -> tuple[int, ...]:
@@ -102,31 +108,41 @@ def partition_moves(
     replicas: Mapping[PartitionKey, Sequence[int]],
     adding: Mapping[PartitionKey, Sequence[int]],
     removing: Mapping[PartitionKey, Sequence[int]],
-    seen: Iterable[PartitionKey] = (),
+    seen: Mapping[PartitionKey, Sequence[int]] | None = None,
 ) -> list[PartitionMove]:
     """Every partition that is listed in the reassignment (`requested`: the admin znode's
     target replicas), still has adding or removing replicas in its topic znode, or was
-    `seen` moving by an earlier look, in partition order.
+    `seen` moving by an earlier look (with the target that look found), in partition
+    order.
 
     A partition the controller has not started yet has no adding/removing replicas in its
     topic znode: they are computed from the plan (target minus current, current minus
-    target). A partition is done once it has left the admin znode and has no adding or
-    removing replicas left."""
+    target). The target is the admin entry's (a move ends in its order), else the one
+    `seen`, else the topic znode's. A partition has ended once it has left the admin znode
+    and has no adding or removing replicas left: done if its replicas are the target, else
+    failed. Leaving the admin znode alone said done, also of moves the controller refused
+    or that were cancelled and went back."""
+    seen = seen or {}
     keys = set(requested) | {k for k, v in adding.items() if v} | {k for k, v in removing.items() if v} | set(seen)
     moves = []
     for key in sorted(keys):
         now = tuple(replicas.get(key, ()))
         started_adding = tuple(adding.get(key, ()))
         started_removing = tuple(removing.get(key, ()))
-        if started_adding or started_removing or key not in requested:
-            add, remove = started_adding, started_removing
-            target = tuple(b for b in now if b not in remove)
-        else:
+        moving = bool(started_adding or started_removing)
+        if key in requested:
             target = tuple(requested[key])
+        elif key in seen:
+            target = tuple(seen[key])
+        else:
+            target = tuple(b for b in now if b not in started_removing)
+        if moving or key not in requested:
+            add, remove = started_adding, started_removing
+        else:
             add = tuple(b for b in target if b not in now)
             remove = tuple(b for b in now if b not in target)
-        done = key not in requested and not started_adding and not started_removing
-        moves.append(PartitionMove(key[0], key[1], now, add, remove, target, done))
+        ended = key not in requested and not moving
+        moves.append(PartitionMove(key[0], key[1], now, add, remove, target, ended and now == target, ended and now != target))
     return moves
 
 

@@ -177,6 +177,30 @@ def test_live_status_follows_a_move_until_it_is_done(capsys, monkeypatch):
     assert zk.stage == 2
 
 
+class RefusedZooKeeper(StagedZooKeeper):
+    """The controller refused the move (broker 4 registered, but its process known gone):
+    the entry leaves the admin znode and t-0 stays on 1,2."""
+
+    def get_reassignment(self):
+        self.looks += 1
+        return (Reassignment({("t", 0): (2, 4)}), 0) if self.looks == 1 else None
+
+    def get_topic_assignments(self, topics):
+        return {"t": (TopicAssignment({0: [1, 2], 1: [2, 3]}), self.looks)}
+
+
+def test_live_status_says_a_refused_move_did_not_move_and_exits_1(capsys, monkeypatch):
+    """Review: it said "done" and "reassignment complete" for a move that never happened."""
+    zk = RefusedZooKeeper()
+    monkeypatch.setattr(reassign_status, "_log_sizes", lambda brokers, ask: {})
+    monkeypatch.setattr(reassign_status.time, "sleep", lambda s: None)
+    assert reassign_status._watch(zk, FakeAdmin(zk), 1.0, once=False) == 1
+    out, err = capsys.readouterr()
+    assert "not moved" in out and "reassignment complete" not in out and "done" not in out
+    assert err.strip().splitlines() == ["kafkalite reassign status: 1 of 1 partitions did not move: t-0 (on 1,2, not 2,4); "
+                                        "the controller refused the target (its log says why) or the move was cancelled"]
+
+
 def test_status_once_shows_bytes_copied_of_the_leaders_log(capsys, monkeypatch):
     zk = StagedZooKeeper()
     zk.looks = 1  # the controller has started: 4 is adding

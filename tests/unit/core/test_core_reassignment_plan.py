@@ -65,8 +65,20 @@ def test_a_partition_is_done_when_it_left_the_admin_znode_and_has_nothing_moving
     assert not pending.done
     # finished: shown only when it was seen moving before
     assert partition_moves({}, {("a", 0): [2, 3, 4]}, {}, {}) == []
-    [finished] = partition_moves({}, {("a", 0): [2, 3, 4]}, {}, {}, seen=[("a", 0)])
-    assert finished.done and finished.target == (2, 3, 4) and finished.adding == ()
+    [finished] = partition_moves({}, {("a", 0): [2, 3, 4]}, {}, {}, seen={("a", 0): (2, 3, 4)})
+    assert finished.done and not finished.failed and finished.target == (2, 3, 4) and finished.adding == ()
+
+
+def test_a_partition_that_ended_on_other_replicas_than_its_target_did_not_move():
+    """Review: leaving the admin znode with nothing moving was called done, also when the
+    controller refused the target (a broker it holds gone) or a cancel reverted the move:
+    `reassign status` said "reassignment complete". Judged by the target first seen."""
+    [refused] = partition_moves({}, {("a", 0): [1, 2, 3]}, {}, {}, seen={("a", 0): (2, 3, 4)})
+    assert refused.failed and not refused.done and refused.target == (2, 3, 4)
+    [reordered] = partition_moves({}, {("a", 0): [1, 2, 3]}, {}, {}, seen={("a", 0): (3, 1, 2)})
+    assert reordered.failed  # a refused reorder: the same brokers, not the order asked for
+    [moving] = partition_moves({}, {("a", 0): [1, 2, 3, 4]}, {("a", 0): [4]}, {("a", 0): [1]}, seen={("a", 0): (2, 3, 4)})
+    assert not moving.done and not moving.failed  # its entry gone, still moving: a cancel going back
 
 
 def test_a_same_replica_entry_is_listed_until_the_controller_drops_it():
