@@ -1256,7 +1256,14 @@ class Controller:
         candidates = [tp for tp in (sorted(self.states) if tps is None else tps) if tp in self.states and tp in replicas]
 
         def decide(todo: Sequence[TP]) -> list[PartitionChange]:
-            return election.preferred_leader_changes(todo, self.states, replicas, self._eligible())
+            # Not onto a replica whose log dir failed (as `_elect_offline`): it would lead a
+            # log it cannot serve, until its report moved the partition away again.
+            eligible, offline = self._eligible(), self.offline
+            changes = election.preferred_leader_changes([tp for tp in todo if tp not in offline], self.states, replicas, eligible)
+            for tp in todo:
+                if tp in offline:
+                    changes += election.preferred_leader_changes([tp], self.states, replicas, eligible - offline[tp])
+            return sorted(changes, key=lambda ch: ch.topic_partition)
 
         return (yield from self._decide_write_propagate(decide, candidates))
 

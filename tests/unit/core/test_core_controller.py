@@ -826,6 +826,19 @@ def test_a_move_does_not_end_on_a_replica_whose_log_dir_failed():
     assert zk.topics["t"].partitions[0] == (2,) and [s.partitions for s in run.to(1, StopReplica)] == [(T0,)]
 
 
+def test_a_preferred_election_passes_over_a_replica_whose_log_dir_failed():
+    """Review: the preferred election (and the auto rebalance) chose among live brokers,
+    ignoring failed log dirs: broker 1, preferred for t-0 and in its ISR but with its dir
+    failed, was made leader of a log it cannot serve."""
+    zk = Znodes()
+    ctrl, _ = active(zk, states={T0: PartitionState(2, 0, (1, 2, 3), 0, 1), T1: PartitionState(3, 0, (2, 3, 1), 0, 1)})
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,))}))
+    assert zk.nodes[T0].leader == 2
+    run = drive(ctrl, zk, core.PreferredElectionRequested(None, "r"))
+    assert zk.nodes[T0].leader == 2 and zk.nodes[T1].leader == 2
+    assert run.answers[0].response.elected == (T1,)
+
+
 def test_a_new_target_for_a_cancelled_move_that_cannot_go_back_yet_is_refused():
     """Review: t-0 moving (1, 2) -> (3, 4) was cancelled while no original replica could
     lead; a new plan for it, (3, 5), was taken for that move (its target ignored), so the
