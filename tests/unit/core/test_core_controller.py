@@ -828,15 +828,19 @@ def test_a_move_does_not_end_on_a_replica_whose_log_dir_failed():
 
 def test_a_preferred_election_passes_over_a_replica_whose_log_dir_failed():
     """Review: the preferred election (and the auto rebalance) chose among live brokers,
-    ignoring failed log dirs: broker 1, preferred for t-0 and in its ISR but with its dir
-    failed, was made leader of a log it cannot serve."""
+    ignoring failed log dirs. t-0 went offline when the dirs of both its replicas failed
+    (its ISR kept); the preferred election then made broker 1 leader of a log it cannot
+    serve. Once broker 2's dir is back, 2 leads, and 1 is still passed over."""
     zk = Znodes()
-    ctrl, _ = active(zk, states={T0: PartitionState(2, 0, (1, 2, 3), 0, 1), T1: PartitionState(3, 0, (2, 3, 1), 0, 1)})
-    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,))}))
+    ctrl, _ = active(zk, states={T0: PartitionState(1, 0, (1, 2), 0, 1)}, topics={"t": core.Topic({0: (1, 2)})})
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,)), 2: (20, (T0,))}))
+    assert zk.nodes[T0].leader == -1 and zk.nodes[T0].isr == (1, 2)
+    run = drive(ctrl, zk, core.PreferredElectionRequested(None, "r"))
+    assert zk.nodes[T0].leader == -1 and run.answers[0].response.elected == ()
+    drive(ctrl, zk, core.ReplicasOffline({1: (10, (T0,)), 2: (20, ())}))
     assert zk.nodes[T0].leader == 2
     run = drive(ctrl, zk, core.PreferredElectionRequested(None, "r"))
-    assert zk.nodes[T0].leader == 2 and zk.nodes[T1].leader == 2
-    assert run.answers[0].response.elected == (T1,)
+    assert zk.nodes[T0].leader == 2 and run.answers[0].response.elected == ()
 
 
 def test_a_new_target_for_a_cancelled_move_that_cannot_go_back_yet_is_refused():
