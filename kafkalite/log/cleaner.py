@@ -17,7 +17,9 @@ What a pass keeps:
 - the last batch of each written segment stays too (as an empty header if need be), so a
   cleaned segment ends at the offset where the segments it replaces ended, and the log's
   segments stay contiguous in offsets (Log.open's check for a lost segment tail holds);
-- tombstones stay until their batch's delete horizon passes.
+- tombstones stay until their batch's delete horizon passes; a horizon is set only on a
+  batch wholly below the offset the pass cleans through, and nothing at or past that
+  offset is dropped (the older values of its key may not be gone yet).
 
 Bounded: the offset map holds `map_entries_max` keys; a dirty section with more stops
 the map there, the pass cleans up to that offset and the next pass goes on from it. Reads
@@ -241,10 +243,11 @@ class _SegmentWriter:
 class _GroupCleaner:
     """Cleans the batches of one group of segments into one writer."""
 
-    def __init__(self, job: CleanJob, offset_map: OffsetMap, producer_last: dict[int, int],
+    def __init__(self, job: CleanJob, offset_map: OffsetMap, end_offset: int, producer_last: dict[int, int],
                  stats: CleanerStats, writer: _SegmentWriter) -> None:
         self.job = job
         self.offset_map = offset_map
+        self.end_offset = end_offset  # the pass cleans through here; see cleaner_decisions.record_fate
         self.producer_last = producer_last
         self.stats = stats
         self.writer = writer
@@ -264,10 +267,11 @@ class _GroupCleaner:
         keeps_tombstones = False
         now_ms = self.job.now_ms
         get = self.offset_map.get
+        end_offset = self.end_offset
         for span in spans:
             key = span.key
             fate = cleaner_decisions.record_fate(base + span.offset_delta, key is not None, span.is_tombstone,
-                                                 None if key is None else get(key), old_horizon, now_ms)
+                                                 None if key is None else get(key), old_horizon, now_ms, end_offset=end_offset)
             if fate is Fate.KEEP:
                 kept.append(span)
                 keeps_tombstones = keeps_tombstones or (span.is_tombstone and key is not None)
@@ -277,13 +281,15 @@ class _GroupCleaner:
                 stats.tombstones_removed += 1
         stats.records_read += len(spans)
         stats.records_kept += len(kept)
-        horizon = cleaner_decisions.delete_horizon_after(old_horizon, keeps_tombstones, now_ms, self.job.delete_retention_ms)
-        producer_id = fields[H_PRODUCER_ID]
         last_offset = base + fields[H_LAST_OFFSET_DELTA]
+        below_end = last_offset < end_offset
+        horizon = cleaner_decisions.delete_horizon_after(old_horizon, keeps_tombstones, now_ms, self.job.delete_retention_ms,
+                                                         below_end=below_end)
+        producer_id = fields[H_PRODUCER_ID]
         is_producer_last = producer_id >= 0 and fields[H_BASE_SEQUENCE] >= 0 and self.producer_last.get(producer_id) == last_offset
         action = cleaner_decisions.batch_action(record_count=len(spans), kept=len(kept), is_control=False,
                                                 horizon_changes=horizon != old_horizon, keep_header=is_producer_last)
-        if horizon is not None:
+        if horizon is not None and below_end:  # the result reports the clean section's horizons only
             self.earliest_horizon = horizon if self.earliest_horizon is None else min(self.earliest_horizon, horizon)
         if action is BatchAction.COPY:
             self._output(batch, fields, changed=False)
@@ -328,21 +334,21 @@ def clean(job: CleanJob, io: Callable[[int], None] = _no_io) -> CleanResult:
         io(n)
 
     offset_map = OffsetMap(job.map_entries_max)
-    if job.kind is PassKind.DIRTY:
-        map_end = build_offset_map(job, offset_map, stats, read_io)
-        to_clean = [s for s in job.segments if s.info.base_offset < map_end]
-    else:
-        map_end = job.first_dirty_offset
-        to_clean = [s for s in job.segments if s.info.base_offset < job.first_dirty_offset]
+    # The pass cleans through `end`: below it the clean section holds one record per key
+    # once the pass is done. The last segment it cleans may straddle it (a full map stops
+    # mid-segment, as Kafka's does); records past it are copied as they are.
+    end = build_offset_map(job, offset_map, stats, read_io) if job.kind is PassKind.DIRTY else job.first_dirty_offset
+    assert end >= job.first_dirty_offset
+    to_clean = [s for s in job.segments if s.info.base_offset < end]
     producer_last = _producer_last_batches(job, read_io)
     groups = cleaner_decisions.group_segments([s.info for s in to_clean], job.segment_bytes, job.max_index_entries)
     by_base = {s.info.base_offset: s for s in to_clean}
-    result = CleanResult([], map_end if job.kind is PassKind.DIRTY else job.first_dirty_offset, None, stats)
+    result = CleanResult([], end, None, stats)
     written: list[int] = []
     try:
         for group in groups:
             files = [by_base[info.base_offset] for info in group]
-            state, horizon = _clean_group(job, files, offset_map, producer_last, stats, read_io, write_io)
+            state, horizon = _clean_group(job, files, offset_map, end, producer_last, stats, read_io, write_io)
             if horizon is not None:
                 earliest = result.earliest_delete_horizon_ms
                 result.earliest_delete_horizon_ms = horizon if earliest is None else min(earliest, horizon)
@@ -357,14 +363,14 @@ def clean(job: CleanJob, io: Callable[[int], None] = _no_io) -> CleanResult:
     return result
 
 
-def _clean_group(job: CleanJob, files: list[SegmentFile], offset_map: OffsetMap, producer_last: dict[int, int],
+def _clean_group(job: CleanJob, files: list[SegmentFile], offset_map: OffsetMap, end_offset: int, producer_last: dict[int, int],
                  stats: CleanerStats, read_io: Callable[[int], None], write_io: Callable[[int], None]) -> tuple[SegmentState | None, int | None]:
     """Clean one group into a `.cleaned` segment. Returns its state, or None when nothing
     changed (one segment, every batch copied: its `.cleaned` files are removed), and the
     earliest delete horizon the group keeps."""
     writer = _SegmentWriter(job, files[0].info.base_offset, write_io)
     try:
-        cleaner = _GroupCleaner(job, offset_map, producer_last, stats, writer)
+        cleaner = _GroupCleaner(job, offset_map, end_offset, producer_last, stats, writer)
         for segment in files:
             for fields, batch in read_batches(segment.path, segment.info.size_bytes, read_io):
                 cleaner.clean_batch(fields, batch)

@@ -171,13 +171,20 @@ class Fate(enum.Enum):
 
 
 def record_fate(offset: int, has_key: bool, is_tombstone: bool, latest_offset: int | None,
-                delete_horizon_ms: int | None, now_ms: int) -> Fate:
+                delete_horizon_ms: int | None, now_ms: int, *, end_offset: int) -> Fate:
     """What happens to one record of a batch being cleaned. `latest_offset` is the offset
     map's entry for its key (None: not in the map); the map holds only offsets below where
     the map ends, so a record at or past its key's entry is the latest the map knows of.
+    `end_offset` is where the pass cleans through (where the map ends; the first dirty
+    offset for a tombstones pass). A record at or past it is in a segment the pass cleans
+    only because the segment straddles that offset: older records of its key may still be
+    in the clean section, so it is kept whatever its batch's horizon says (dropping a
+    tombstone there would bring back the value it deleted).
     Records without a key (only possible if written before the topic was compacted, as
     Produce refuses them now) are kept: the cleaner never drops what it cannot reason about."""
     if not has_key:
+        return Fate.KEEP
+    if offset >= end_offset:
         return Fate.KEEP
     if latest_offset is not None and offset < latest_offset:
         return Fate.SUPERSEDED
@@ -213,11 +220,17 @@ def batch_action(*, record_count: int, kept: int, is_control: bool, horizon_chan
     return BatchAction.EMPTY if keep_header else BatchAction.DROP
 
 
-def delete_horizon_after(old_horizon_ms: int | None, keeps_tombstones: bool, now_ms: int, delete_retention_ms: int) -> int | None:
+def delete_horizon_after(old_horizon_ms: int | None, keeps_tombstones: bool, now_ms: int, delete_retention_ms: int,
+                         *, below_end: bool) -> int | None:
     """The delete horizon a batch carries after this cleaning (KIP-534): set at the first
     cleaning that keeps a tombstone of it, kept while it keeps one, cleared when none is
-    left (so a log does not stay due for a tombstone pass for ever)."""
+    left (so a log does not stay due for a tombstone pass for ever). Set only when the
+    whole batch is below where the pass cleans through (`below_end`): a tombstone past it
+    has not yet had the older values of its key removed, and the horizon is what later
+    lets a pass without a map drop the tombstone."""
     assert delete_retention_ms >= 0
     if not keeps_tombstones:
         return None
-    return old_horizon_ms if old_horizon_ms is not None else now_ms + delete_retention_ms
+    if old_horizon_ms is not None:
+        return old_horizon_ms
+    return now_ms + delete_retention_ms if below_end else None

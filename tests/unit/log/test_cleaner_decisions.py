@@ -126,15 +126,24 @@ def test_groups_stay_within_relative_offsets_of_the_index():
 
 
 def test_record_fates():
-    assert record_fate(5, True, False, 9, None, 0) is Fate.SUPERSEDED
-    assert record_fate(9, True, False, 9, None, 0) is Fate.KEEP  # the latest
-    assert record_fate(12, True, False, 9, None, 0) is Fate.KEEP  # past the map's end
-    assert record_fate(5, True, False, None, None, 0) is Fate.KEEP  # key not in the map
-    assert record_fate(5, False, False, None, None, 0) is Fate.KEEP  # no key: kept
-    assert record_fate(9, True, True, 9, None, 10**12) is Fate.KEEP  # tombstone never cleaned before
-    assert record_fate(9, True, True, 9, 1_000, 999) is Fate.KEEP  # before its horizon
-    assert record_fate(9, True, True, 9, 1_000, 1_000) is Fate.EXPIRED_TOMBSTONE
-    assert record_fate(5, True, True, 9, 2_000, 1_000) is Fate.SUPERSEDED
+    end = 20  # where the pass cleans through
+    assert record_fate(5, True, False, 9, None, 0, end_offset=end) is Fate.SUPERSEDED
+    assert record_fate(9, True, False, 9, None, 0, end_offset=end) is Fate.KEEP  # the latest
+    assert record_fate(12, True, False, 9, None, 0, end_offset=end) is Fate.KEEP  # past its key's entry
+    assert record_fate(5, True, False, None, None, 0, end_offset=end) is Fate.KEEP  # key not in the map
+    assert record_fate(5, False, False, None, None, 0, end_offset=end) is Fate.KEEP  # no key: kept
+    assert record_fate(9, True, True, 9, None, 10**12, end_offset=end) is Fate.KEEP  # tombstone never cleaned before
+    assert record_fate(9, True, True, 9, 1_000, 999, end_offset=end) is Fate.KEEP  # before its horizon
+    assert record_fate(9, True, True, 9, 1_000, 1_000, end_offset=end) is Fate.EXPIRED_TOMBSTONE
+    assert record_fate(5, True, True, 9, 2_000, 1_000, end_offset=end) is Fate.SUPERSEDED
+
+
+def test_a_tombstone_at_or_past_the_end_of_the_pass_is_kept_whatever_its_horizon():
+    """Older values of its key may still be in the clean section: dropping it would bring
+    them back (a full map stopped mid-segment, and the pass cleaned that whole segment)."""
+    assert record_fate(20, True, True, None, 1_000, 5_000, end_offset=20) is Fate.KEEP
+    assert record_fate(25, True, True, None, 1_000, 5_000, end_offset=20) is Fate.KEEP
+    assert record_fate(19, True, True, None, 1_000, 5_000, end_offset=20) is Fate.EXPIRED_TOMBSTONE
 
 
 def test_batch_actions():
@@ -150,10 +159,16 @@ def test_batch_actions():
 
 
 def test_delete_horizons():
-    assert delete_horizon_after(None, True, 1_000, 500) == 1_500  # first cleaning keeping a tombstone
-    assert delete_horizon_after(1_200, True, 5_000, 500) == 1_200  # kept, never pushed back
-    assert delete_horizon_after(1_200, False, 5_000, 500) is None  # no tombstone left
-    assert delete_horizon_after(None, False, 5_000, 500) is None
+    assert delete_horizon_after(None, True, 1_000, 500, below_end=True) == 1_500  # first cleaning keeping a tombstone
+    assert delete_horizon_after(1_200, True, 5_000, 500, below_end=True) == 1_200  # kept, never pushed back
+    assert delete_horizon_after(1_200, False, 5_000, 500, below_end=True) is None  # no tombstone left
+    assert delete_horizon_after(None, False, 5_000, 500, below_end=True) is None
+
+
+def test_a_batch_reaching_the_end_of_the_pass_gets_no_delete_horizon():
+    assert delete_horizon_after(None, True, 1_000, 500, below_end=False) is None
+    assert delete_horizon_after(1_200, True, 5_000, 500, below_end=False) == 1_200  # one it had stays
+    assert delete_horizon_after(1_200, False, 5_000, 500, below_end=False) is None
 
 
 def test_the_decisions_module_does_no_io():
