@@ -148,8 +148,15 @@ class Partition(Replica):
             raise fail(ErrorCode.INVALID_RECORD, f"{len(headers)} record batches for {self.topic}-{self.partition};"
                        " a produce request carries exactly one per partition")
         if self.log.config.compact:
+            # Only a compacted topic's records are read here (it costs a pass over every
+            # record); its cleaner needs each record keyed, and record offsets in order
+            # (Kafka's LogValidator refuses both, or rewrites the offsets).
             for pos, header in headers:
-                if batch_filter.has_record_without_key(records[pos : pos + header.size_bytes], header.record_count):
+                spans = batch_filter.record_spans(batch_filter.record_data(records[pos : pos + header.size_bytes]), header.record_count)
+                if not batch_filter.offset_deltas_in_order(spans, header.last_offset_delta):
+                    raise fail(ErrorCode.INVALID_RECORD, f"{self.topic}-{self.partition}: the record offset deltas of a batch"
+                               f" of {header.record_count} records must be 0..{header.record_count - 1}")
+                if any(span.key is None for span in spans):
                     raise fail(ErrorCode.INVALID_RECORD, f"compacted topic {self.topic} cannot accept a record without a key")
         idem = headers[0][1] if headers[0][1].producer_id >= 0 else None
         if idem is not None:

@@ -103,6 +103,20 @@ def record_spans(data: bytes, record_count: int) -> list[RecordSpan]:
     return spans
 
 
+def offset_deltas_in_order(spans: list[RecordSpan], last_offset_delta: int) -> bool:
+    """Whether the records' offset deltas increase strictly from 0 or more up to at most
+    the batch's last offset delta. The producer writes 0..count-1; a cleaned batch has gaps
+    but stays in order. Records out of order would give one offset two records, or put a
+    record's offset inside another batch, and the cleaner's offset map is filled in offset
+    order."""
+    previous = -1
+    for span in spans:
+        if span.offset_delta <= previous:
+            return False
+        previous = span.offset_delta
+    return previous <= last_offset_delta
+
+
 def has_record_without_key(batch: bytes, record_count: int) -> bool:
     """Whether a batch holds a record with a null key (Produce to a compacted topic refuses
     it with INVALID_RECORD, as Kafka's LogValidator does). Raises CorruptRecordError."""

@@ -172,6 +172,18 @@ def _producer_last_batches(job: CleanJob, io: Callable[[int], None]) -> dict[int
     return last
 
 
+def _record_spans(fields: tuple, data: bytes) -> list[batch_filter.RecordSpan]:
+    """The records of a batch in the log, their offsets checked: the map is filled in
+    offset order and fates compare offsets, so records out of order (a client's batch
+    with offset deltas like 0, 0, 2, appended before Produce refused them) stop the pass as
+    bad data (the log is marked uncleanable) instead of failing OffsetMap.put's assertion."""
+    spans = batch_filter.record_spans(data, fields[H_RECORD_COUNT])
+    if not batch_filter.offset_deltas_in_order(spans, fields[H_LAST_OFFSET_DELTA]):
+        raise CorruptRecordError(f"batch at offset {fields[H_BASE_OFFSET]}: its {len(spans)} records' offset deltas do not"
+                                 f" increase strictly up to its last offset delta {fields[H_LAST_OFFSET_DELTA]}")
+    return spans
+
+
 def build_offset_map(job: CleanJob, offset_map: OffsetMap, stats: CleanerStats, io: Callable[[int], None]) -> int:
     """Map the dirty section's keys to their latest offsets; returns the offset where the
     map ends (the end of the cleanable segments, or the first record a full map refused)."""
@@ -183,8 +195,7 @@ def build_offset_map(job: CleanJob, offset_map: OffsetMap, stats: CleanerStats, 
             base = fields[H_BASE_OFFSET]
             if base + fields[H_LAST_OFFSET_DELTA] < job.first_dirty_offset or fields[H_ATTRIBUTES] & CONTROL_MASK:
                 continue
-            data = batch_filter.record_data(batch)
-            for span in batch_filter.record_spans(data, fields[H_RECORD_COUNT]):
+            for span in _record_spans(fields, batch_filter.record_data(batch)):
                 offset = base + span.offset_delta
                 if offset < job.first_dirty_offset or span.key is None:
                     continue
@@ -261,7 +272,7 @@ class _GroupCleaner:
             self._output(batch, fields, changed=False)
             return
         data = batch_filter.record_data(batch)
-        spans = batch_filter.record_spans(data, fields[H_RECORD_COUNT])
+        spans = _record_spans(fields, data)
         old_horizon = batch_filter.delete_horizon_ms(fields)
         kept = []
         keeps_tombstones = False

@@ -79,3 +79,21 @@ def test_an_empty_batch_keeps_the_header_of_the_batch(codec):
 def test_records_without_a_key_are_found():
     assert batch_filter.has_record_without_key(encode_batch([(b"k", b"v", ()), (None, b"v", ())], compression=COMPRESSION_GZIP), 2)
     assert not batch_filter.has_record_without_key(encode_batch([(b"k", None, ())]), 1)
+
+
+def _spans(deltas: list[int]) -> list[batch_filter.RecordSpan]:
+    batch = encode_batch([Record(offset=d, timestamp=1, key=b"k%d" % i, value=b"v", headers=()) for i, d in enumerate(deltas)],
+                         base_offset=0)
+    return batch_filter.record_spans(batch_filter.record_data(batch), len(deltas))
+
+
+@pytest.mark.parametrize("deltas, last_offset_delta, in_order", [
+    ([0, 1, 2], 2, True),
+    ([0, 2, 5], 5, True),  # a cleaned batch: gaps where records went
+    ([3], 4, True),
+    ([0, 0, 2], 2, False),  # two records at one offset
+    ([1, 0, 2], 2, False),
+    ([0, 1, 7], 2, False),  # past the batch's last offset: inside the next batch
+])
+def test_record_offset_deltas_must_increase_within_the_batch(deltas, last_offset_delta, in_order):
+    assert batch_filter.offset_deltas_in_order(_spans(deltas), last_offset_delta) is in_order

@@ -28,7 +28,9 @@ from hypothesis import strategies as st
 
 from kafkalite.core.producer_state import BatchHeader as ProducerBatch
 from kafkalite.core.producer_state import ProducerStateTable, last_sequence
+from kafkalite.log import cleaner_worker
 from kafkalite.log.cleaner import clean
+from kafkalite.log.cleaner_decisions import PassKind
 from kafkalite.log.log import Log
 from kafkalite.log.records import (
     COMPRESSION_GZIP,
@@ -328,3 +330,18 @@ def test_no_deleted_key_comes_back_whatever_the_passes(batches, map_entries_max,
                 assert manager.complete(planned, clean(planned.job))
             _no_deleted_key_is_back(before, read_as_consumer(plog))
         plog.close()
+
+
+def test_a_batch_with_records_out_of_offset_order_stops_the_pass_as_bad_data(tmp_path):
+    """Such a batch (a client's offset deltas 0, 0, 2, appended before Produce refused
+    them) made OffsetMap.put's assertion fail: the worker died, and did so again after
+    every restart. It is bad data in the log: the pass reports it, the log is marked
+    uncleanable, no `.cleaned` file is left."""
+    logs, plog = open_manager(str(tmp_path))
+    records_out_of_order = [Record(offset=d, timestamp=1_000, key=k, value=b"v", headers=()) for d, k in ((0, b"a"), (0, b"b"), (2, b"c"))]
+    plog.append_as_leader(encode_batch(records_out_of_order, base_offset=0), 0, 1_000)
+    append_batches(plog, [BatchSpec(((b"k%d" % i, b"x" * 50),)) for i in range(30)], start_ms=1_001)
+    planned = plan(new_manager(logs), plog, 50_000)
+    assert planned.job.kind is PassKind.DIRTY
+    assert cleaner_worker.run(planned.job, float("inf"), os.getppid())[0] == "corrupt"
+    assert not [n for n in os.listdir(plog.dir) if n.endswith(".cleaned")]
