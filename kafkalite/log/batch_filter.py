@@ -20,6 +20,7 @@ from kafkalite.log.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CRC_START,
+    DELETE_HORIZON_MASK,
     H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_BASE_SEQUENCE,
@@ -35,9 +36,6 @@ from kafkalite.log.records import (
     TIMESTAMP_TYPE_MASK,
     write_varint,
 )
-
-# KIP-534: attribute bit 6 says base_timestamp holds the batch's delete horizon.
-DELETE_HORIZON_MASK = 0x40
 
 
 class RecordSpan(NamedTuple):

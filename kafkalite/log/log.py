@@ -33,6 +33,7 @@ from kafkalite.log.records import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
     CRC_START,
+    DELETE_HORIZON_MASK,
     H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
@@ -305,7 +306,7 @@ class Log:
         delta = fields[H_LAST_OFFSET_DELTA]
         if (fields[H_BATCH_LENGTH] < MIN_BATCH_LENGTH or fields[H_MAGIC] != MAGIC or delta < 0
                 or fields[H_BASE_OFFSET] < 0 or fields[H_RECORD_COUNT] != delta + 1
-                or fields[H_ATTRIBUTES] & CONTROL_MASK):
+                or fields[H_ATTRIBUTES] & (CONTROL_MASK | DELETE_HORIZON_MASK)):
             records.check_header_fields(fields, 0)
             records.check_client_batch(0, fields)
             raise AssertionError("unreachable: the checkers above raise")

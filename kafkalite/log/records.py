@@ -8,7 +8,8 @@ Layout of a batch (big-endian), offsets in bytes from the batch start:
     16 magic                  int8
     17 crc                    uint32  CRC-32C of bytes [21, 12 + batch_length)
     21 attributes             int16   bits 0-2 compression, 3 timestamp type,
-                                      4 transactional, 5 control
+                                      4 transactional, 5 control, 6 delete horizon
+                                      (KIP-534: base_timestamp holds it)
     23 last_offset_delta      int32
     27 base_timestamp         int64
     35 max_timestamp          int64
@@ -61,6 +62,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # set by the log cleaner only (kafkalite.log.batch_filter)
 
 NO_TIMESTAMP = -1
 NO_PARTITION_LEADER_EPOCH = -1
@@ -414,6 +416,13 @@ def check_client_batch(pos: int, fields: tuple) -> None:
         )
     if fields[H_ATTRIBUTES] & CONTROL_MASK:
         raise InvalidRecordError(f"batch at position {pos}: clients may not write control batches")
+    if fields[H_ATTRIBUTES] & DELETE_HORIZON_MASK:
+        # The cleaner removes a tombstone once its batch's horizon has passed; a horizon
+        # the client set would remove its tombstones at the first cleaning, with none of
+        # delete.retention.ms for consumers to see them. Kafka's broker keeps the bit as sent
+        # (unless it rebuilds the batch); Kafka's producer never sets it, so refusing it
+        # breaks no well-behaved client.
+        raise InvalidRecordError(f"batch at position {pos}: clients may not set the delete horizon flag (attribute bit 6)")
 
 
 def validate_batches(buf, *, from_client: bool = True) -> list[tuple[int, BatchHeader]]:
@@ -421,7 +430,8 @@ def validate_batches(buf, *, from_client: bool = True) -> list[tuple[int, BatchH
 
     Raises CorruptRecordError (torn, bad length, bad magic, bad CRC) or, when
     `from_client` (Produce), InvalidRecordError for an empty buffer or a batch whose record
-    count does not match its offset span or that is a control batch."""
+    count does not match its offset span, that is a control batch or that carries a
+    delete horizon."""
     if from_client and len(buf) == 0:
         raise InvalidRecordError("no record batches")
     result = []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kafkalite.log import records
 from kafkalite.log.config import LogConfig
-from kafkalite.log.errors import OffsetMismatchError, OffsetOutOfRangeError
+from kafkalite.log.errors import InvalidRecordError, OffsetMismatchError, OffsetOutOfRangeError
 from kafkalite.log.log import Log
 from kafkalite.log.records import (
     H_BASE_OFFSET,
@@ -221,6 +221,28 @@ def test_follower_append_accepts_offset_gaps_of_a_compacted_leader(tmp_path):
     assert log.read(7, 10_000) == later  # an offset in a gap reads from the next batch
     with pytest.raises(OffsetMismatchError):
         log.append_as_follower(encode_batch([(b"k", b"d", ())], base_offset=10, base_timestamp=1))
+    log.close()
+
+
+def _with_delete_horizon(batch: bytes) -> bytes:
+    buf = bytearray(batch)
+    buf[21:23] = (int.from_bytes(buf[21:23], "big") | records.DELETE_HORIZON_MASK).to_bytes(2, "big")
+    buf[17:21] = records._crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def test_a_delete_horizon_is_refused_from_a_producer_and_kept_from_a_leader(tmp_path):
+    """Attribute bit 6 (KIP-534) is set by the cleaner only: a producer's would let the
+    cleaner drop its tombstones at once. A follower copies a cleaned leader's batches."""
+    log = Log.open(str(tmp_path / "h-0"), CONFIG, now_ms=0)
+    stamped = _with_delete_horizon(encode_batch([(b"k", None, ())], base_timestamp=1))
+    plain = encode_batch([(b"j", b"v", ())], base_timestamp=1)
+    for buffer in (stamped, plain + stamped):  # the one-batch fast path, and the general one
+        with pytest.raises(InvalidRecordError, match="delete horizon"):
+            log.append_as_leader(buffer, 0, 1)
+    assert log.log_end_offset == 0
+    log.append_as_follower(stamped)
+    assert log.read(0, 10_000) == stamped
     log.close()
 
 

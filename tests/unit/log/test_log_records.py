@@ -143,6 +143,16 @@ def test_validate_rejects_record_count_mismatch_and_control_from_client():
         validate_batches(control)
 
 
+def test_validate_refuses_a_delete_horizon_from_a_client():
+    """Attribute bit 6 is the cleaner's (KIP-534); a follower copies it from its leader."""
+    buf = bytearray(encode_batch([(b"k", None, ())], base_timestamp=1))
+    buf[21:23] = (int.from_bytes(buf[21:23], "big") | records.DELETE_HORIZON_MASK).to_bytes(2, "big")
+    buf[17:21] = records._crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError, match="delete horizon"):
+        validate_batches(buf)
+    validate_batches(buf, from_client=False)
+
+
 def test_decode_header_errors():
     with pytest.raises(CorruptRecordError):
         decode_header(b"\x00" * (BATCH_HEADER_SIZE - 1))
