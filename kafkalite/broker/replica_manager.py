@@ -135,9 +135,12 @@ class ReplicaManager:
         truncated ones were. Else a kill -9 before the periodic checkpoint reopened the log
         trusting the segments below the old recovery point, new records included, without
         scanning them: their leader epochs missing from the epoch cache, or misplaced (found
-        by a review; Kafka's LogManager.truncateTo checkpoints at once as well). Written on
-        the loop's next turn, once for all the truncations of this one (a LeaderAndIsr may
-        truncate thousands), before any later answer is read and appended."""
+        by a review; Kafka's LogManager.truncateTo checkpoints at once as well). Its first
+        dirty offset may have fallen too, and cleaner-offset-checkpoint is rewritten with it
+        (Kafka's LogCleaner.maybeTruncateCheckpoint): else the new records below the old
+        value would reopen as clean, never mapped by the cleaner. Written on the loop's next
+        turn, once for all the truncations of this one (a LeaderAndIsr may truncate
+        thousands), before any later answer is read and appended."""
         if self._recovery_checkpoint_due:
             return
         self._recovery_checkpoint_due = True
@@ -148,10 +151,11 @@ class ReplicaManager:
 
     def _write_recovery_points_now(self) -> None:
         self._recovery_checkpoint_due = False
-        try:
-            self.logs.checkpoint_recovery_points()
-        except LogDirFailure as e:  # that dir goes offline; the others were written
-            self.on_log_dir_failure(e)
+        for write in (self.logs.checkpoint_recovery_points, self.logs.checkpoint_cleaner_offsets):
+            try:
+                write()
+            except LogDirFailure as e:  # that dir goes offline; the others were written
+                self.on_log_dir_failure(e)
 
     def apply_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         """Topic configs from ZooKeeper (at start-up) or the controller (LeaderAndIsr,

@@ -366,7 +366,15 @@ class LogManager:
         """First dirty offset of every log (cleaner-offset-checkpoint), snapshotted here."""
         return {key: lg.first_dirty_offset for key, lg in self._logs.items()}
 
+    def checkpoint_cleaner_offsets(self) -> None:
+        self.write_cleaner_checkpoints(self.cleaner_checkpoints())
+
     def write_cleaner_checkpoints(self, points: Mapping[TopicPartition, int]) -> None:
+        """Never above a log's first dirty offset as it is when written: a snapshot taken
+        before a truncation lowered it (or before the log was deleted and created again)
+        would otherwise raise it again, and after a crash the records appended where the
+        truncated ones were would count as clean (never mapped, so a tombstone among them
+        could be stamped and dropped while an older value of its key stays)."""
         with self._checkpoint_write:
             self._write_offsets(checkpoint.CLEANER_OFFSET_CHECKPOINT, self._clamped(points, lambda lg: lg.first_dirty_offset))
 
