@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
@@ -26,14 +26,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+Answer = tuple[dict[str, Any], bytes]
+
+
 class InterBrokerHandlers:
     def __init__(self, broker: Broker):
         self.broker = broker
         self.rm = broker.replica_manager
+        # The APIs served, by the name a request carries, and nothing else: the name comes
+        # off the wire, and a lookup by attribute let a frame reach any method (api
+        # "_init__" called self.__init__(header), and every later request failed).
+        self.apis: dict[str, Callable[[dict[str, Any]], Awaitable[Answer]]] = {
+            "LeaderAndIsr": self._LeaderAndIsr,
+            "StopReplica": self._StopReplica,
+            "UpdateMetadata": self._UpdateMetadata,
+            "Ping": self._Ping,
+            "AlterIsr": self._AlterIsr,
+            "ControlledShutdown": self._ControlledShutdown,
+            "PreferredElection": self._PreferredElection,
+            "ReplicaFetch": self._ReplicaFetch,
+            "EndOffsets": self._EndOffsets,
+            "OffsetsForLeaderEpoch": self._OffsetsForLeaderEpoch,
+        }
 
-    async def handle(self, header: dict[str, Any], payload: memoryview) -> tuple[dict[str, Any], bytes]:
+    async def handle(self, header: dict[str, Any], payload: memoryview) -> Answer:
         api = header["api"]
-        fn = getattr(self, f"_{api}", None)
+        fn = self.apis.get(api)
         if fn is None:
             log.warning("unknown inter-broker request %r from %s", api, header.get("sender"))
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
