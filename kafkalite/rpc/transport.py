@@ -159,6 +159,14 @@ def _time_out(fut: asyncio.Future) -> None:
         fut.set_exception(_CallTimedOut())
 
 
+def _drain_may_wait(writer: asyncio.StreamWriter) -> bool:
+    """Whether writing may be paused: only then can drain() wait, and only then is the
+    wait put under a deadline (a transport resumes writing at or below its low-water mark,
+    so a paused one always holds more). Nearly every frame goes straight to the socket."""
+    transport = writer.transport
+    return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[0]
+
+
 class RpcClient:
     """A connection to one peer broker; reconnects lazily; every call has a deadline."""
 
@@ -181,10 +189,12 @@ class RpcClient:
             self.host, self.port = host, port
             self._drop_connection(RpcError("peer address changed"))
 
-    async def _ensure_connected(self) -> asyncio.StreamWriter:
-        if self._writer is not None and not self._writer.is_closing():
-            return self._writer
-        async with self._connect_lock:
+    async def _connect_by(self, deadline: float) -> asyncio.StreamWriter:
+        """The connection, made if there is none; by `deadline` (loop time), which bounds
+        the wait for another call's connect, the TCP connect (a host that drops SYNs would
+        hold it for minutes) and the handshake. TimeoutError when it passes: a connection
+        half made is closed, and the next call starts again."""
+        async with asyncio.timeout_at(deadline), self._connect_lock:
             if self._writer is not None and not self._writer.is_closing():
                 return self._writer
             if self._closed:
@@ -195,8 +205,12 @@ class RpcClient:
                 raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
             except OSError as e:
                 raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
-            if self._secret is not None:
-                await self._authenticate(reader, writer)
+            try:
+                if self._secret is not None:
+                    await self._authenticate(reader, writer)
+            except BaseException:  # the deadline's cancellation too: never leave it open
+                writer.close()
+                raise
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
             return writer
@@ -267,35 +281,60 @@ class RpcClient:
     async def call(
         self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000
     ) -> tuple[dict[str, Any], memoryview]:
-        writer = await self._ensure_connected()
+        """Send one request and wait for its answer. RpcError unless the answer comes within
+        `timeout_ms` of entering: the deadline covers connecting (and the handshake),
+        handing the frame to a peer that may not be reading, and the answer."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            try:
+                writer = await self._connect_by(deadline)
+            except TimeoutError:
+                raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms connecting") from None
         cid = next(self._cids)
         header = dict(body)
         header["api"] = api
         header.setdefault("version", 0)
         header["correlation_id"] = cid
         header["sender"] = self.sender
-        loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         self._pending[cid] = fut
-        timer: asyncio.TimerHandle | None = None
+        # The answer's deadline is a timer that fails the future, which is awaited
+        # directly: a cancellation of the caller always ends the wait (wait_for on 3.11
+        # can swallow one that races the answer, and a cancelled fetcher would then never
+        # stop), and no Timeout context is built per call (a ReplicaFetch per append).
+        timer = loop.call_at(deadline, _time_out, fut)
         try:
             writer.writelines(encode_frame(header, payload))
-            await writer.drain()
-            # The answer's deadline is a timer that fails the future, which is awaited
-            # directly: a cancellation of the caller always ends the wait (wait_for on 3.11
-            # can swallow one that races the answer, and a cancelled fetcher would then never
-            # stop), and no Timeout context is built per call (a ReplicaFetch per append).
-            timer = loop.call_later(timeout_ms / 1000, _time_out, fut)
+            if _drain_may_wait(writer):
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await writer.drain()
+                except TimeoutError:
+                    # The peer did not take this frame within the whole deadline: it is
+                    # not reading. Dropped; the next call connects again.
+                    self._abandon(writer, RpcError(f"connection to {self.host}:{self.port} stalled"))
+                    raise _CallTimedOut() from None
             return await fut
         except _CallTimedOut:
             raise RpcError(f"{api} to {self.host}:{self.port} timed out after {timeout_ms} ms") from None
         except (ConnectionError, OSError) as e:
-            self._drop_connection(RpcError(str(e)))
+            self._abandon(writer, RpcError(str(e)))
             raise RpcError(f"{api} to {self.host}:{self.port} failed: {e}") from None
         finally:
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
             self._pending.pop(cid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed while nobody awaited it (drain): retrieved, not logged
+
+    def _abandon(self, writer: asyncio.StreamWriter, error: Exception) -> None:
+        """Give up on `writer`: dropped (its calls failed with `error`) if it is still the
+        connection, else just closed."""
+        if self._writer is writer:
+            self._drop_connection(error)
+        else:
+            writer.close()
 
     async def close(self) -> None:
         self._closed = True

@@ -6,8 +6,10 @@ pending; a cancelled call ends at once; answers to concurrent calls are matched 
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
+import uvloop
 
 from kafkalite.aio import Wakeup
 from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
@@ -50,6 +52,101 @@ async def test_a_call_without_an_answer_in_time_fails_and_leaves_nothing_pending
         never.set()
         await client.close()
         await server.close()
+
+
+async def _peer_that_never_reads() -> tuple[asyncio.Server, int, list[asyncio.StreamWriter]]:
+    """Accepts connections and never reads from them (nor answers)."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], accepted
+
+
+async def _stalled_send_scenario() -> None:
+    server, port, accepted = await _peer_that_never_reads()
+    client = RpcClient("127.0.0.1", port, sender=1)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        # Far more than the socket buffers of both ends hold: the frame cannot all go out.
+        with pytest.raises(RpcError, match="timed out after 300 ms"):
+            await asyncio.wait_for(client.call("LeaderAndIsr", {}, bytes(32 << 20), timeout_ms=300), 10)
+        assert loop.time() - started < 3
+        assert client._writer is None  # dropped: the stalled connection is not used again
+        assert client._pending == {}
+        with pytest.raises(RpcError, match="timed out after 200 ms"):
+            await asyncio.wait_for(client.call("Ping", {}, timeout_ms=200), 10)
+        assert len(accepted) == 2  # the next call connected again
+    finally:
+        await client.close()
+        for w in accepted:
+            w.close()
+        server.close()
+
+
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_call_to_a_peer_that_does_not_read_fails_by_its_deadline_and_the_next_call_reconnects(run):
+    run(_stalled_send_scenario())
+
+
+async def test_a_connect_whose_syns_are_dropped_fails_by_the_call_deadline():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)  # never accepts: once its queue is full the kernel drops new SYNs
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(s)
+    client = RpcClient("127.0.0.1", port, sender=1)
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.sleep(0.1)
+        started = loop.time()
+        calls = [client.call("Ping", {}, timeout_ms=300) for _ in range(2)]  # the second waits on the connect lock
+        for outcome in await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10):
+            assert isinstance(outcome, RpcError)
+            assert "timed out after 300 ms connecting" in str(outcome)
+        assert loop.time() - started < 3
+        assert not client._connect_lock.locked()
+        assert client._writer is None
+    finally:
+        await client.close()
+        listener.close()
+        for s in fillers:
+            s.close()
+
+
+async def test_a_handshake_that_gets_no_answer_fails_by_the_call_deadline_and_is_closed():
+    ended = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # the client hello, then nothing until the client closes
+        ended.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = RpcClient("127.0.0.1", port, sender=1, secret=b"s" * 32)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        with pytest.raises(RpcError, match="timed out after 300 ms connecting"):
+            await asyncio.wait_for(client.call("Ping", {}, timeout_ms=300), 10)  # the handshake's own bound is 10 s
+        assert loop.time() - started < 3
+        await asyncio.wait_for(ended.wait(), 5)  # the half-made connection was closed
+        assert client._writer is None
+    finally:
+        await client.close()
+        server.close()
 
 
 async def test_a_wakeup_returns_when_set_or_when_its_time_is_up():
