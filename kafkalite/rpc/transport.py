@@ -183,10 +183,15 @@ class RpcClient:
         self._reader_task: asyncio.Task | None = None
         self._connect_lock = asyncio.Lock()
         self._closed = False
+        # Bumped by retarget and close: a connect that started under an older generation
+        # is closed when it completes, never stored (it reached the old address, or the
+        # client is closed).
+        self._generation = 0
 
     def retarget(self, host: str, port: int) -> None:
         if (host, port) != (self.host, self.port):
             self.host, self.port = host, port
+            self._generation += 1
             self._drop_connection(RpcError("peer address changed"))
 
     async def _connect_by(self, deadline: float) -> asyncio.StreamWriter:
@@ -195,27 +200,33 @@ class RpcClient:
         hold it for minutes) and the handshake. TimeoutError when it passes: a connection
         half made is closed, and the next call starts again."""
         async with asyncio.timeout_at(deadline), self._connect_lock:
-            if self._writer is not None and not self._writer.is_closing():
-                return self._writer
-            if self._closed:
-                raise RpcError("client closed")
-            try:
-                reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
-            except ConnectionRefusedError as e:
-                raise RpcConnectRefused(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
-            except OSError as e:
-                raise RpcError(f"cannot connect to {self.host}:{self.port}: {e.strerror or e}") from None
-            try:
-                if self._secret is not None:
-                    await self._authenticate(reader, writer)
-            except BaseException:  # the deadline's cancellation too: never leave it open
-                writer.close()
-                raise
-            self._writer = writer
-            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
-            return writer
+            while True:
+                if self._writer is not None and not self._writer.is_closing():
+                    return self._writer
+                if self._closed:
+                    raise RpcError("client closed")
+                generation, host, port = self._generation, self.host, self.port
+                try:
+                    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+                except ConnectionRefusedError as e:
+                    raise RpcConnectRefused(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+                except OSError as e:
+                    raise RpcError(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+                try:
+                    if self._secret is not None:
+                        await self._authenticate(reader, writer, host, port)
+                except BaseException:  # the deadline's cancellation too: never leave it open
+                    writer.close()
+                    raise
+                if generation != self._generation:
+                    # Retargeted (or closed) meanwhile: this reached the old address.
+                    writer.close()
+                    continue
+                self._writer = writer
+                self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+                return writer
 
-    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, port: int) -> None:
         """The client half of kafkalite.rpc.auth's handshake; RpcError (connection closed)
         when the server does not prove it holds the secret, or closes on us."""
         assert self._secret is not None
@@ -228,8 +239,8 @@ class RpcClient:
                 await writer.drain()
         except (auth.RpcAuthError, MalformedFrameError, TimeoutError, ConnectionError, OSError) as e:
             writer.close()
-            log.warning("rpc handshake with %s:%d failed: %s", self.host, self.port, e or type(e).__name__)
-            raise RpcError(f"authentication with {self.host}:{self.port} failed: {e or type(e).__name__}") from None
+            log.warning("rpc handshake with %s:%d failed: %s", host, port, e or type(e).__name__)
+            raise RpcError(f"authentication with {host}:{port} failed: {e or type(e).__name__}") from None
 
     async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         error: Exception = RpcError(f"connection to {self.host}:{self.port} lost")
@@ -338,5 +349,6 @@ class RpcClient:
 
     async def close(self) -> None:
         self._closed = True
+        self._generation += 1
         self._drop_connection(RpcError("client closed"))
         await cancel_and_wait([self._reader_task])
