@@ -18,6 +18,7 @@ from typing import Any
 
 from kafkalite.core.replica_selector import BUILTIN_SELECTORS, ReplicaSelector
 from kafkalite.log.config import DEDUPE_BUFFER_BYTES_MIN, parse_cleanup_policy
+from kafkalite.rpc.framing import RECORD_BATCH_BYTES_MAX, REPLICA_FETCH_RESPONSE_BYTES_MAX, RPC_FRAME_BYTES_MAX
 
 
 class ConfigError(Exception):
@@ -44,6 +45,25 @@ def _non_negative(v: int) -> bool:
 
 def _minus_one_or_positive(v: int) -> bool:
     return v == -1 or v > 0
+
+
+# Sizes that travel in one inter-broker frame (kafkalite.rpc.framing): a replica fetch
+# answer that could not fit would be refused by the follower, and the same fetch resent
+# forever.
+def _replica_fetch_bytes(v: int) -> bool:
+    return 0 < v <= REPLICA_FETCH_RESPONSE_BYTES_MAX
+
+
+_REPLICA_FETCH_BYTES_ALLOWED = (f"1 to {REPLICA_FETCH_RESPONSE_BYTES_MAX} (a replica fetch answer must fit in one "
+                                f"inter-broker frame of at most {RPC_FRAME_BYTES_MAX} bytes)")
+
+
+def _record_batch_bytes(v: int) -> bool:
+    return 0 < v <= RECORD_BATCH_BYTES_MAX
+
+
+_RECORD_BATCH_BYTES_ALLOWED = (f"1 to {RECORD_BATCH_BYTES_MAX} (a batch must fit in a replica fetch answer, one "
+                               f"inter-broker frame of at most {RPC_FRAME_BYTES_MAX} bytes)")
 
 
 def _ratio(v: float) -> bool:
@@ -194,8 +214,8 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("min.insync.replicas", "int", 1, "broker default for the topic config", _positive, "> 0"),
     Setting("unclean.leader.election.enable", "bool", False, "elect a leader outside the ISR (may lose data)"),
     Setting("replica.lag.time.max.ms", "int", 10000, "a follower not caught up for this long leaves the ISR", _positive, "> 0"),
-    Setting("replica.fetch.max.bytes", "int", 1048576, "max bytes per partition in a replica fetch", _positive, "> 0"),
-    Setting("replica.fetch.response.max.bytes", "int", 10485760, "max bytes in one replica fetch response", _positive, "> 0"),
+    Setting("replica.fetch.max.bytes", "int", 1048576, "max bytes per partition in a replica fetch", _replica_fetch_bytes, _REPLICA_FETCH_BYTES_ALLOWED),
+    Setting("replica.fetch.response.max.bytes", "int", 10485760, "max bytes in one replica fetch response", _replica_fetch_bytes, _REPLICA_FETCH_BYTES_ALLOWED),
     Setting("replica.fetch.wait.max.ms", "int", 500, "max wait of a replica fetch", _positive, "> 0"),
     Setting("replica.fetch.min.bytes", "int", 1, "min bytes of a replica fetch", _positive, "> 0"),
     Setting("replica.fetch.backoff.ms", "int", 200, "back-off after a replica fetch error", _non_negative, ">= 0"),
@@ -223,7 +243,7 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("log.cleaner.min.compaction.lag.ms", "int", 0, "broker default of min.compaction.lag.ms", _non_negative, ">= 0"),
     Setting("log.flush.interval.messages", "int", -1, "fsync after this many messages (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
     Setting("log.flush.interval.ms", "int", -1, "fsync at least this often (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
-    Setting("message.max.bytes", "int", 1048588, "largest record batch accepted", _positive, "> 0"),
+    Setting("message.max.bytes", "int", 1048588, "largest record batch accepted", _record_batch_bytes, _RECORD_BATCH_BYTES_ALLOWED),
     Setting("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", _positive, "> 0"),
     Setting("max.in.flight.requests.per.connection", "int", 100, "requests read ahead per client connection", _positive, "> 0"),
     Setting("request.timeout.ms", "int", 30000, "controller RPC and admin wait timeout", _positive, "> 0"),
@@ -294,7 +314,7 @@ _TOPIC_CHECKS: Mapping[str, tuple[Callable[[Any], bool], str]] = {
     "retention.bytes": (_minus_one_or_positive, "-1 or > 0"),
     "segment.bytes": (lambda v: v >= 1024, ">= 1024"),
     "segment.ms": (_positive, "> 0"),
-    "max.message.bytes": (_positive, "> 0"),
+    "max.message.bytes": (_record_batch_bytes, _RECORD_BATCH_BYTES_ALLOWED),
     "cleanup.policy": (lambda v: parse_cleanup_policy(v) is not None, "delete, compact, or compact,delete"),
     "delete.retention.ms": (_non_negative, ">= 0"),
     "min.cleanable.dirty.ratio": (_ratio, "a number from 0 to 1"),

@@ -19,6 +19,7 @@ from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.core.messages import AlterIsrRequest
 from kafkalite.gc_pause import gc_paused
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.rpc.framing import REPLICA_FETCH_RESPONSE_BYTES_MAX
 
 if TYPE_CHECKING:
     from kafkalite.broker.server import Broker
@@ -132,10 +133,13 @@ class InterBrokerHandlers:
         cached = self.broker.metadata_cache.brokers.get(replica_id)
         if cached is not None and h.get("broker_epoch", -1) < cached.epoch:
             return {"error": int(ErrorCode.STALE_BROKER_EPOCH)}, b""
-        part_max = int(h.get("partition_max_bytes", 1 << 20))
+        # Clamped so the answer fits in one frame whatever the follower asked (a follower
+        # configured before the bound, or another build): an answer over the frame bound is
+        # refused by the follower, which would send the same fetch again forever.
+        part_max = min(int(h.get("partition_max_bytes", 1 << 20)), REPLICA_FETCH_RESPONSE_BYTES_MAX)
         max_wait_ms = int(h.get("max_wait_ms", 0))
         min_bytes = int(h.get("min_bytes", 1))
-        max_bytes = int(h.get("max_bytes", 10 << 20))
+        max_bytes = min(int(h.get("max_bytes", 10 << 20)), REPLICA_FETCH_RESPONSE_BYTES_MAX)
         session_id, session_epoch = (int(x) for x in h["session"])  # kafkalite.core.fetch_session
         # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
         # from a broker that predates it.

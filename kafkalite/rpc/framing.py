@@ -17,6 +17,19 @@ from kafkalite.gc_pause import BULK_FRAME_BYTES_MIN, gc_paused
 
 _LEN = struct.Struct(">I")
 
+# The largest frame either side reads (the length prefix aside); a bigger one closes the
+# connection, so whatever is sent must fit, answers included.
+RPC_FRAME_BYTES_MAX = 256 * 1024 * 1024
+# A replica fetch answer is a header listing its partitions, then their record bytes: at
+# most the follower's max_bytes, which the leader clamps to
+# REPLICA_FETCH_RESPONSE_BYTES_MAX, plus one batch (a first batch is served whole even past
+# the budget, so a follower never stalls behind a batch bigger than its max), and a batch
+# is at most message.max.bytes <= RECORD_BATCH_BYTES_MAX. What is left of the frame, 64
+# MiB, is the header's (~60 bytes plus the topic name per partition).
+REPLICA_FETCH_RESPONSE_BYTES_MAX = 128 * 1024 * 1024
+RECORD_BATCH_BYTES_MAX = 64 * 1024 * 1024
+assert REPLICA_FETCH_RESPONSE_BYTES_MAX + RECORD_BATCH_BYTES_MAX < RPC_FRAME_BYTES_MAX
+
 
 class MalformedFrameError(Exception):
     """A frame that cannot be decoded; the connection that sent it is closed."""

@@ -24,12 +24,11 @@ from typing import Any
 
 from kafkalite.aio import StreamServer, cancel_and_wait
 from kafkalite.rpc import auth
-from kafkalite.rpc.framing import MalformedFrameError, decode_frame, encode_frame
+from kafkalite.rpc.framing import RPC_FRAME_BYTES_MAX, MalformedFrameError, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">I")
-RPC_FRAME_BYTES_MAX = 256 * 1024 * 1024
 RPC_IN_FLIGHT_MAX = 1000
 
 Handler = Callable[[dict[str, Any], memoryview], Awaitable[tuple[dict[str, Any], bytes]]]

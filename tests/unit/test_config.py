@@ -68,6 +68,23 @@ def test_compaction_topic_configs_are_validated_and_normalised():
             validate_topic_config({key: bad})
 
 
+def test_sizes_that_cannot_fit_in_an_inter_broker_frame_are_refused_naming_the_limit():
+    # A replica fetch answer carries up to replica.fetch.response.max.bytes of records plus
+    # one batch (<= message.max.bytes) in one frame of at most 256 MiB (268435456 bytes);
+    # above that the follower refused every answer and resent the same fetch forever.
+    at_limit = BrokerConfig({"broker.id": 1, "replica.fetch.response.max.bytes": 128 << 20,
+                             "replica.fetch.max.bytes": 128 << 20, "message.max.bytes": 64 << 20})
+    assert at_limit["replica.fetch.response.max.bytes"] == 128 << 20
+    for key, bad in [("replica.fetch.response.max.bytes", (128 << 20) + 1), ("replica.fetch.response.max.bytes", 300 << 20),
+                     ("replica.fetch.max.bytes", 300 << 20), ("message.max.bytes", (64 << 20) + 1)]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.") + r".*268435456") as info:
+            BrokerConfig({"broker.id": 1, key: bad})
+        assert str((128 << 20) if key.startswith("replica") else (64 << 20)) in str(info.value)
+    assert validate_topic_config({"max.message.bytes": 64 << 20}) == {"max.message.bytes": str(64 << 20)}
+    with pytest.raises(ConfigError, match=r"max\.message\.bytes.*268435456"):
+        validate_topic_config({"max.message.bytes": (64 << 20) + 1})
+
+
 def test_log_cleaner_broker_configs_are_validated():
     cfg = BrokerConfig({"broker.id": 1})
     assert cfg["log.cleaner.enable"] is True
