@@ -272,9 +272,9 @@ class Controller:
                 results = await self._zk(self.zk.create_partition_states, states, self.epoch_zk_version)
                 return await self._outcomes(results)
             case core.DeleteTopic(topic=topic):
-                await self._zk(self.zk.delete_topic_znodes, topic)
+                await self._zk(self.zk.delete_topic_znodes, topic, self.epoch_zk_version)
             case core.DeletePreferredElectionZnode():
-                await self._zk(self.zk.delete_if_exists, paths.preferred_replica_election_path())
+                await self._zk(self.zk.delete_if_exists, paths.preferred_replica_election_path(), self.epoch_zk_version)
             case core.WriteTopic(topic=topic, assignment=assignment):
                 return core.Written(await self._zk(self.zk.write_topic_assignment, topic, _to_assignment(assignment), self.epoch_zk_version))
             case core.RemoveReassignments(partitions=tps):
@@ -282,7 +282,7 @@ class Controller:
             case core.DeletePartitions(partitions=tps):
                 await self._zk(self.zk.delete_partitions, tps, self.epoch_zk_version)
             case core.DeletePartitionAdminZnodes(kind=kind, partitions=tps):
-                await self._zk(self.zk.delete_partition_admin_requests, kind, tps)
+                await self._zk(self.zk.delete_partition_admin_requests, kind, tps, self.epoch_zk_version)
             case core.WaitForAnswers(brokers=brokers, deadline_ms=deadline_ms):
                 while not self.core.answered(brokers) and monotonic_ms() < deadline_ms:
                     self._answered.clear()
@@ -397,7 +397,7 @@ class Controller:
             self._config_change_seen = max(n for n, _e in new)
         expired = [n for n, _e, ctime in changes if ctime and time.time() - ctime > CONFIG_CHANGE_EXPIRATION_S]
         for name in expired:
-            await self._zk(self.zk.delete_if_exists, paths.config_change_path(name))
+            await self._zk(self.zk.delete_if_exists, paths.config_change_path(name), self.epoch_zk_version)
 
     # -- election and failover (seed section D) ------------------------------------------
     async def _elect(self) -> None:

@@ -45,6 +45,7 @@ from kafkalite.zk.errors import (
     ZkError,
     ZnodeDecodeError,
     ZnodeExistsError,
+    ZnodeNotEmptyError,
     ZnodeNotFoundError,
 )
 from kafkalite.zk.kazoo_errors import calls, translate
@@ -525,25 +526,69 @@ class ZkAdapter:
         except ZnodeExistsError:
             pass
 
-    def delete_if_exists(self, path: str) -> None:
+    def delete_if_exists(self, path: str, controller_epoch_zk_version: int | None = None) -> None:
+        """Delete a znode without children; a missing one is fine. With
+        `controller_epoch_zk_version` (the controller's deletes), fenced like its writes:
+        ControllerMovedError, and nothing deleted, once another controller was elected."""
+        if controller_epoch_zk_version is not None:
+            self._delete_levels([[path]], controller_epoch_zk_version)
+            return
         try:
             with calls(path):
                 self.client.delete(path)
         except ZnodeNotFoundError:
             pass
 
+    def _delete_levels(self, levels: Sequence[Sequence[str]], controller_epoch_zk_version: int | None, *,
+                       not_empty_ok: bool = False) -> None:
+        """Delete the znodes of each level in turn (children before their parents: a level
+        is sent once the one before is deleted, as multis commit in chunks), in multis
+        fenced on the controller epoch when it is given. Missing znodes are fine; so are
+        parents that gained a child meanwhile with `not_empty_ok`. ControllerMovedError when
+        the fence fails: a deposed controller must not delete what its successor or an
+        admin made since."""
+        for level in levels:
+            if not level:
+                continue
+            for result in self.multi_delete([(path, -1) for path in level], controller_epoch_zk_version).values():
+                if isinstance(result, ZnodeNotFoundError) or (not_empty_ok and isinstance(result, ZnodeNotEmptyError)):
+                    continue
+                if isinstance(result, Exception):
+                    raise result
+
+    def _list_trees(self, roots: Sequence[str]) -> list[list[str]]:
+        """The existing znodes under `roots` (roots included), by depth: roots first, then
+        their children, and so on. Each depth is listed with pipelined reads."""
+        levels: list[list[str]] = []
+        level = list(roots)
+        while level:
+            pending = [(path, self.client.get_children_async(path)) for path in level]
+            found, below = [], []
+            for path, result in pending:
+                try:
+                    children = result.get(timeout=self.request_timeout_s)
+                except NoNodeError:
+                    continue  # gone meanwhile
+                except Exception as e:
+                    raise translate(e, path) from e
+                found.append(path)
+                below += [f"{path}/{child}" for child in sorted(children)]
+            if found:
+                levels.append(found)
+            level = below
+        return levels
+
     def get_topics_marked_for_deletion(self) -> list[str]:
         return self.get_children(paths.admin_delete_topics_path()) or []
 
-    def delete_topic_znodes(self, topic: str) -> None:
-        """Remove the topic, its partition states and its deletion marker (the controller,
-        once every replica is deleted). Missing znodes are fine."""
-        for path in (paths.topic_path(topic), paths.config_topic_path(topic), paths.admin_delete_topic_path(topic)):
-            try:
-                with calls(path):
-                    self.client.delete(path, recursive=True)
-            except ZnodeNotFoundError:
-                pass
+    def delete_topic_znodes(self, topic: str, controller_epoch_zk_version: int | None) -> None:
+        """Remove the topic, its partition states, its config and its deletion marker (the
+        controller, once every replica is deleted). Missing znodes are fine. Fenced on the
+        controller epoch (ControllerMovedError): a controller deposed while it waited for
+        the replicas would otherwise delete a topic of the same name that its successor
+        finished deleting and an admin created again."""
+        roots = [paths.topic_path(topic), paths.config_topic_path(topic), paths.admin_delete_topic_path(topic)]
+        self._delete_levels(list(reversed(self._list_trees(roots))), controller_epoch_zk_version)
 
     # ------------------------------------------------------------------ dynamic configs (issue 16)
 
@@ -694,16 +739,15 @@ class ZkAdapter:
             except ZnodeExistsError:
                 pass
 
-    def delete_partition_admin_requests(self, kind: str, partitions: Iterable[TopicPartition]) -> None:
-        """Controller: the handled /admin/partitions_add|remove/<t>/<p>, and emptied topic parents."""
-        topics = set()
-        for t, p in partitions:
-            self.delete_if_exists(paths.admin_partition_request_path(kind, t, p))
-            topics.add(t)
-        for t in sorted(topics):
-            parent = paths.admin_partition_requests_topic_path(kind, t)
-            if not self.get_children(parent):
-                self.delete_if_exists(parent)
+    def delete_partition_admin_requests(self, kind: str, partitions: Iterable[TopicPartition],
+                                        controller_epoch_zk_version: int | None) -> None:
+        """Controller: the handled /admin/partitions_add|remove/<t>/<p>, then their topic
+        parents unless an admin added another request meanwhile; fenced on the controller
+        epoch like its writes (ControllerMovedError)."""
+        tps = sorted(set(partitions))
+        requests = [paths.admin_partition_request_path(kind, t, p) for t, p in tps]
+        parents = [paths.admin_partition_requests_topic_path(kind, t) for t in sorted({t for t, _ in tps})]
+        self._delete_levels([requests, parents], controller_epoch_zk_version, not_empty_ok=True)
 
     # ------------------------------------------------------------------ partition states
 

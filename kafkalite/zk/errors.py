@@ -48,6 +48,14 @@ class ZnodeNotFoundError(ZkError):
         self.path = path
 
 
+class ZnodeNotEmptyError(ZkError):
+    """A delete found children under the znode (created since they were listed)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"znode {path} has children")
+        self.path = path
+
+
 class ZnodeExistsError(ZkError):
     def __init__(self, path: str, message: str | None = None) -> None:
         super().__init__(message or f"znode {path} already exists")

@@ -13,6 +13,7 @@ from kazoo.exceptions import (
     NoAuthError,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
 )
@@ -24,6 +25,7 @@ from kafkalite.zk.errors import (
     ZkError,
     ZkSessionExpiredError,
     ZnodeExistsError,
+    ZnodeNotEmptyError,
     ZnodeNotFoundError,
 )
 
@@ -36,6 +38,8 @@ def translate(error: BaseException, path: str, expected_version: int = -1) -> Zk
         return ZnodeNotFoundError(path)
     if isinstance(error, NodeExistsError):
         return ZnodeExistsError(path)
+    if isinstance(error, NotEmptyError):
+        return ZnodeNotEmptyError(path)
     if isinstance(error, NoAuthError):
         return ZkError(f"ZooKeeper refused the operation on {path}: not authorized (the cluster's znodes carry ACLs; "
                        "use its credentials: zookeeper.digest.* for brokers, KAFKALITE_ZK_DIGEST_FILE for admin tools)")

@@ -251,9 +251,53 @@ def test_topics_create_read_and_mark_for_deletion(adapter):
         adapter.mark_topic_for_deletion("nope")
 
     adapter.create_partition_states({("orders", 0): _state(1)})
-    adapter.delete_topic_znodes("orders")
+    adapter.delete_topic_znodes("orders", None)
     assert adapter.get_topics() == []
     assert adapter.get_topics_marked_for_deletion() == []
+    assert adapter.get(paths.config_topic_path("orders")) is None
+
+
+def test_a_deposed_controllers_deletes_are_fenced_and_take_nothing_its_successor_or_an_admin_made(zk_client_factory):
+    """Found by review: a controller whose session expired while it waited on a topic
+    deletion (its Resign queued behind that event) went on to delete the topic, which its
+    successor had finished deleting and an admin had created again, and admin znodes."""
+    deposed, successor = ZkAdapter(zk_client_factory()), ZkAdapter(zk_client_factory())
+    deposed.ensure_base_paths()
+    first = deposed.try_become_controller(1)
+    assert deposed.resign_controller(1)
+    second = successor.try_become_controller(2)
+    successor.create_topic_znode("t", TopicAssignment({0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"}))
+    successor.create_partition_states({("t", 0): _state(1), ("t", 1): _state(2)}, second.epoch_zk_version)
+    election = paths.preferred_replica_election_path()
+    successor.create(election, b'{"partitions":[["t",0]]}', makepath=True)
+    successor.request_partition_changes("add", {("t", 2): [1, 2], ("t", 3): [2, 1]})
+    topic_tree = [paths.topic_path("t"), paths.partitions_path("t"), paths.partition_path("t", 0),
+                  paths.partition_state_path("t", 0), paths.partition_state_path("t", 1), paths.config_topic_path("t")]
+    adds = [paths.admin_partition_request_path("add", "t", 2), paths.admin_partition_request_path("add", "t", 3)]
+
+    with pytest.raises(ControllerMovedError):
+        deposed.delete_topic_znodes("t", first.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        deposed.delete_if_exists(election, first.epoch_zk_version)
+    with pytest.raises(ControllerMovedError):
+        deposed.delete_partition_admin_requests("add", [("t", 2), ("t", 3)], first.epoch_zk_version)
+    for path in [*topic_tree, election, *adds]:
+        assert successor.get(path) is not None, path
+    assert successor.get_partition_states([("t", 0), ("t", 1)]) == {("t", 0): (_state(1), 0), ("t", 1): (_state(2), 0)}
+
+    # The controller in office: a topic parent goes with its last request, not before.
+    successor.delete_partition_admin_requests("add", [("t", 2)], second.epoch_zk_version)
+    assert successor.get_partition_admin_requests("add") == {("t", 3): [2, 1]}
+    successor.delete_partition_admin_requests("add", [("t", 3)], second.epoch_zk_version)
+    assert successor.get(paths.admin_partition_requests_topic_path("add", "t")) is None
+    successor.delete_if_exists(election, second.epoch_zk_version)
+    successor.delete_if_exists(election, second.epoch_zk_version)  # gone already: fine
+    assert successor.get(election) is None
+    successor.mark_topic_for_deletion("t")
+    successor.delete_topic_znodes("t", second.epoch_zk_version)
+    for path in [*topic_tree, paths.admin_delete_topic_path("t")]:
+        assert successor.get(path) is None, path
+    successor.delete_topic_znodes("t", second.epoch_zk_version)  # nothing left: fine
 
 
 def test_one_reassignment_at_a_time_and_cancel_deletes_it(adapter, zk_client):

@@ -418,8 +418,7 @@ class SimControllerDriver:
                 self.sim.trace_note(f"controller b{self.broker.id} deleted the znodes of {list(tps)}")
                 return None
             case core.DeletePartitionAdminZnodes(kind=kind, partitions=tps):
-                self._check_session()
-                self.zk.delete_partition_admin_requests(kind, tps)
+                self._fenced(lambda: self.zk.delete_partition_admin_requests(kind, tps, self.epoch_version))
                 return None
         raise AssertionError(f"the simulation has no such ZooKeeper operation: {op!r}")
 

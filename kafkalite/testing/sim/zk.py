@@ -289,6 +289,8 @@ class ZkModel:
                 out[(t, int(p))] = tuple(node.data.get("replicas", ()))
         return out
 
-    def delete_partition_admin_requests(self, kind: str, tps: tuple[tuple[str, int], ...]) -> None:
+    def delete_partition_admin_requests(self, kind: str, tps: tuple[tuple[str, int], ...], controller_epoch_version: int) -> None:
+        """Fenced like the controller's writes (kafkalite.zk.client delete_partition_admin_requests)."""
+        self._fence(controller_epoch_version)
         for tp in tps:
             self.delete(partition_admin_path(kind, tp))
