@@ -37,6 +37,7 @@ from kafkalite.zk.codec import (
 )
 from kafkalite.zk.errors import (
     BrokerIdInUseError,
+    ControllerMovedError,
     ReassignmentInProgressError,
     StaleZnodeVersionError,
     TopicAlreadyExistsError,
@@ -376,15 +377,30 @@ class ZkAdapter:
         return ControllerElection(epoch[0].epoch, epoch[1])
 
     def resign_controller(self, broker_id: int) -> bool:
-        """Delete /controller if this session holds it for `broker_id`; whether it did."""
+        """Delete /controller if this session holds it for `broker_id`; whether it did.
+        Fenced (_delete_controller_if): between the read and the delete, the session may
+        have expired and kazoo opened another, or someone else removed our /controller
+        (remove_gone_controller), and another broker been elected."""
+        return self._delete_controller_if(lambda info, stat: stat.ephemeralOwner == self.session_id and info.broker_id == broker_id)
+
+    def _delete_controller_if(self, held: Callable[[ControllerInfo, ZnodeStat], bool]) -> bool:
+        """Delete /controller if `held(info, stat)` says it is the one to delete; whether it
+        was deleted. A version check of /controller proves nothing (an ephemeral znode is
+        always at version 0), so the delete is fenced on /controller_epoch instead: every
+        election bumps it in the multi that creates /controller (try_become_controller).
+        The epoch is read before /controller, so the fence fails if any election came after
+        the epoch read, and the /controller judged by `held` is then the one deleted."""
+        epoch = self.get_controller_epoch()
         existing = self.get(paths.controller_path())
-        if existing is None:
+        if existing is None or epoch is None:
             return False
         data, stat = existing
-        info = codec.decode_controller_info(data, paths.controller_path())
-        if stat.ephemeralOwner != self.session_id or info.broker_id != broker_id:
+        if not held(codec.decode_controller_info(data, paths.controller_path()), stat):
             return False
-        result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
+        try:
+            result = self.multi_delete([(paths.controller_path(), -1)], epoch[1])[paths.controller_path()]
+        except ControllerMovedError:
+            return False  # another broker was elected meanwhile: its /controller stays
         return result is None
 
     def report_log_dir_failures(self, broker_id: int, broker_epoch: int, log_dirs: Sequence[str],
@@ -421,21 +437,14 @@ class ZkAdapter:
         """Delete /controller if it is held by the session of registration (broker_id,
         broker_epoch), whose process was found gone (issue 13): a new controller is then
         elected without waiting for that session to expire. Whether it was deleted. The
-        delete is conditional on the znode's version, so a controller elected meanwhile is
-        never removed; and were the process alive after all, it is fenced like any deposed
-        controller (its writes check the controller epoch)."""
+        delete is fenced on the controller epoch (_delete_controller_if), so a controller
+        elected meanwhile is never removed; and were the process alive after all, it is
+        fenced like any deposed controller (its writes check the controller epoch)."""
         registration = self.get(paths.broker_path(broker_id))
         if registration is None or registration[1].czxid != broker_epoch:
             return False  # that registration is gone already, and its /controller with it
-        existing = self.get(paths.controller_path())
-        if existing is None:
-            return False
-        data, stat = existing
-        info = codec.decode_controller_info(data, paths.controller_path())
-        if info.broker_id != broker_id or stat.ephemeralOwner != registration[1].ephemeralOwner:
-            return False
-        result = self.multi_delete([(paths.controller_path(), stat.version)])[paths.controller_path()]
-        return result is None
+        owner = registration[1].ephemeralOwner
+        return self._delete_controller_if(lambda info, stat: info.broker_id == broker_id and stat.ephemeralOwner == owner)
 
     def get_controller(self) -> ControllerInfo | None:
         existing = self.get(paths.controller_path())

@@ -199,6 +199,61 @@ def test_racing_controller_candidates_elect_one_and_bump_the_epoch(zk_client_fac
     ) == {"/allowed": 0}
 
 
+def _racing_reads_of_controller(adapter: ZkAdapter, meanwhile) -> None:
+    """`adapter` reads /controller, then `meanwhile()` runs before its answer is used."""
+    real_get = adapter.get
+
+    def get(path):
+        found = real_get(path)
+        if path == paths.controller_path():
+            meanwhile()
+        return found
+
+    adapter.get = get  # type: ignore[method-assign]
+
+
+def test_removing_a_gone_controller_never_removes_one_elected_meanwhile(zk_client_factory):
+    """Found by review: the delete was "conditional on the version" of /controller, which
+    an ephemeral znode always has at 0, so a broker that found controller 3's process gone
+    removed the /controller broker 5 had just won. It is fenced on /controller_epoch now."""
+    holder_client = zk_client_factory()
+    holder, watcher, successor = ZkAdapter(holder_client), ZkAdapter(zk_client_factory()), ZkAdapter(zk_client_factory())
+    holder.ensure_base_paths()
+    epoch3 = holder.register_broker(_registration(3))
+    assert holder.try_become_controller(3) is not None
+
+    def expires_and_another_is_elected() -> None:
+        holder_client.stop()  # broker 3's session ends (the expiry the watch raced)
+        assert successor.try_become_controller(5) is not None
+
+    _racing_reads_of_controller(watcher, expires_and_another_is_elected)
+    assert watcher.remove_gone_controller(3, epoch3) is False
+    assert successor.get_controller().broker_id == 5
+
+    # Without a race, a gone controller's /controller is removed, and only that one.
+    epoch6 = successor.register_broker(_registration(6))
+    assert ZkAdapter(zk_client_factory()).remove_gone_controller(6, epoch6) is False  # 5 holds it, not 6
+    epoch5 = successor.register_broker(_registration(5))
+    assert ZkAdapter(zk_client_factory()).remove_gone_controller(5, epoch5) is True
+    assert successor.get_controller() is None
+
+
+def test_resigning_never_removes_a_controller_elected_after_the_read(zk_client_factory):
+    """Between the resigning controller's read of its own /controller and its delete, that
+    znode was removed (a watch found its process gone) and another broker was elected."""
+    resigning, other, successor = (ZkAdapter(zk_client_factory()) for _ in range(3))
+    resigning.ensure_base_paths()
+    assert resigning.try_become_controller(1) is not None
+
+    def removed_and_another_is_elected() -> None:
+        other.client.delete(paths.controller_path())
+        assert successor.try_become_controller(2) is not None
+
+    _racing_reads_of_controller(resigning, removed_and_another_is_elected)
+    assert resigning.resign_controller(1) is False
+    assert successor.get_controller().broker_id == 2
+
+
 def test_controller_znode_goes_with_the_session_and_the_epoch_survives(zk_client_factory):
     first_client = zk_client_factory()
     first = ZkAdapter(first_client)
