@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kafkalite import leader_lookups
 from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionError
@@ -189,9 +189,8 @@ def _read_assigned(consumer: Consumer, r: OffsetRange, *, include_headers: bool,
         # for a count that is not there (a partition EOF does not end the wait), which cost
         # every range ending at the HW CONSUME_WAIT_S at its end.
         for msg in consumer.consume(min(CONSUME_MESSAGES_MAX, until - position), CONSUME_WAIT_S):
-            err = msg.error()
-            if err is not None:
-                position = _after_error(consumer, r, position, err, fail_on_data_loss)
+            if msg.error() is not None:
+                position = _after_error(consumer, r, position, msg, fail_on_data_loss)
                 continue
             offset = msg.offset()
             if offset >= until:
@@ -210,11 +209,18 @@ def _read_assigned(consumer: Consumer, r: OffsetRange, *, include_headers: bool,
         yield rows.take()
 
 
-def _after_error(consumer: Consumer, r: OffsetRange, position: int, err: KafkaError, fail_on_data_loss: bool) -> int:
-    """The position to go on from after a consume error; raises on anything else."""
+def _after_error(consumer: Consumer, r: OffsetRange, position: int, msg: Message, fail_on_data_loss: bool) -> int:
+    """The position to go on from after a consume error (`msg` is the error's message);
+    raises on anything else."""
+    err = msg.error()
     code = err.code()
     if code == KafkaError._PARTITION_EOF:
-        return position  # more may come (the range ends at or below the HW seen by the driver)
+        # The fetch position has reached the log end, msg.offset(). Offsets below it that no
+        # record was delivered for are not in the log (compacted away, or control records):
+        # the range is read up to there. A range whose tail was compacted away ends here, as
+        # Spark's reader skips offsets its consumer's position has passed; below `until`,
+        # more may come (the range ends at or below the HW the driver saw).
+        return max(position, min(msg.offset(), r.until_offset))
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         low, high = leader_lookups.watermarks(consumer, r.topic, r.partition, timeout_s=METADATA_TIMEOUT_S)
         message = (f"offsets from {position} of {r.topic}-{r.partition} are gone (the log is now [{low}, {high})); "
