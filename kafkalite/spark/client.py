@@ -223,6 +223,16 @@ def _after_error(consumer: Consumer, r: OffsetRange, position: int, msg: Message
         return max(position, min(msg.offset(), r.until_offset))
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         low, high = leader_lookups.watermarks(consumer, r.topic, r.partition, timeout_s=METADATA_TIMEOUT_S)
+        if low <= position < high:
+            # The log holds the offset: the error was transient (e.g. a fetch that reached a
+            # replica whose log was behind), nothing is lost. Read it again; if it keeps
+            # failing, pollTimeoutMs ends the read, as for any lack of progress. (Spark's
+            # reader also goes on from the offset, but only after reporting data loss, which
+            # fails the task when failOnDataLoss=true although nothing was lost.)
+            log.warning("offset %d of %s-%d was out of range, but the log is [%d, %d): reading it again",
+                        position, r.topic, r.partition, low, high)
+            consumer.assign([TopicPartition(r.topic, r.partition, position)])
+            return position
         message = (f"offsets from {position} of {r.topic}-{r.partition} are gone (the log is now [{low}, {high})); "
                    f"the query wanted until {r.until_offset}")
         if fail_on_data_loss:

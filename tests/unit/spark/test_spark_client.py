@@ -1,5 +1,6 @@
 """An executor's read of one offset range (`kafkalite.spark.client.read_range`) against a
-scripted consumer and a fake clock: where the range ends when its records do not fill it."""
+scripted consumer and a fake clock: where the range ends when its records do not fill it,
+and what an offset-out-of-range means for it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ pytest.importorskip("pyarrow")  # the spark extra
 from confluent_kafka import KafkaError
 
 from kafkalite.spark import client
+from kafkalite.spark.errors import KafkaliteDataLossError
 from kafkalite.spark.offsets import OffsetRange
 from kafkalite.testing.fake_clock import FakeClock
 
@@ -98,3 +100,21 @@ def test_a_partition_eof_below_the_range_end_waits_for_more(clock, monkeypatch):
     consumer = ScriptedConsumer(clock, [[Msg(0), Msg(1)], [Msg(4, KafkaError._PARTITION_EOF)],
                                         [Msg(4), Msg(5)], [Msg(6, KafkaError._PARTITION_EOF)]])
     assert read(consumer, monkeypatch, OffsetRange("t", 0, 0, 6)) == [0, 1, 4, 5]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_transient_out_of_range_for_an_offset_the_log_holds_reads_it_again(clock, monkeypatch, fail_on_data_loss):
+    consumer = ScriptedConsumer(clock, [[Msg(o) for o in range(5)], [Msg(5, KafkaError.OFFSET_OUT_OF_RANGE)],
+                                        [Msg(o) for o in range(5, 10)]], watermarks=(0, 10))
+    assert read(consumer, monkeypatch, OffsetRange("t", 0, 0, 10), fail_on_data_loss=fail_on_data_loss) == \
+        list(range(10))
+    assert consumer.assigned == [("t", 0, 0), ("t", 0, 5)]
+
+
+def test_an_out_of_range_after_the_log_was_truncated_below_the_position_is_data_loss(clock, monkeypatch):
+    def truncated():
+        return ScriptedConsumer(clock, [[Msg(o) for o in range(5)], [Msg(5, KafkaError.OFFSET_OUT_OF_RANGE)]],
+                                watermarks=(0, 5))
+    with pytest.raises(KafkaliteDataLossError, match="offsets from 5 of t-0 are gone"):
+        read(truncated(), monkeypatch, OffsetRange("t", 0, 0, 10))
+    assert read(truncated(), monkeypatch, OffsetRange("t", 0, 0, 10), fail_on_data_loss=False) == list(range(5))
