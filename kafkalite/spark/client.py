@@ -93,12 +93,17 @@ def watermarks_of(consumer: Consumer, partitions: list[tuple[str, int]], *, retr
     return result
 
 
-def offsets_for_times(consumer: Consumer, requests: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int | None]:
+def offsets_for_times(consumer: Consumer, requests: Mapping[tuple[str, int], int], *, retries: int = 0,
+                      retry_interval_ms: int = 0) -> dict[tuple[str, int], int | None]:
     """The first offset whose timestamp is >= the requested ms per partition; None if none.
-    From the leaders, as `watermarks_of` (never stuck on one that died)."""
+    From the leaders, asked again as `watermarks_of` (never stuck on one that died)."""
     if not requests:
         return {}
-    found = leader_lookups.offsets_for_times(consumer, requests, timeout_s=METADATA_TIMEOUT_S)
+
+    def retrying(e: KafkaException) -> None:
+        log.info("offsets for times of %s: %s; asking again", sorted(requests), e)
+    found = leader_lookups.offsets_for_times(consumer, requests, timeout_s=METADATA_TIMEOUT_S, retries=retries,
+                                             retry_interval_s=retry_interval_ms / 1000, on_retry=retrying)
     return {tp: offset if offset >= 0 else None for tp, offset in found.items()}
 
 

@@ -132,19 +132,25 @@ def plan_ranges(options: SourceOptions) -> Plan:
             if options.fail_on_data_loss:
                 raise KafkaliteSparkOptionError("assign", message)
             log.warning("%s: skipping them (failOnDataLoss=false)", message)
-        marks = client.watermarks_of(consumer, partitions)
+        retry = _retry(options)
+        marks = client.watermarks_of(consumer, partitions, **retry)
         start_name = _spec_option(options.starting, "starting")
         end_name = _spec_option(options.ending, "ending")
-        starts = resolve_offsets(options.starting, partitions, marks,
-                                 client.offsets_for_times(consumer, timestamp_requests(options.starting, partitions, start_name)),
-                                 option=start_name, no_match_latest=options.timestamp_no_match_latest)
-        ends = resolve_offsets(options.ending, partitions, marks,
-                               client.offsets_for_times(consumer, timestamp_requests(options.ending, partitions, end_name)),
-                               option=end_name, no_match_latest=True)
+        found = client.offsets_for_times(consumer, timestamp_requests(options.starting, partitions, start_name), **retry)
+        starts = resolve_offsets(options.starting, partitions, marks, found, option=start_name,
+                                 no_match_latest=options.timestamp_no_match_latest)
+        found = client.offsets_for_times(consumer, timestamp_requests(options.ending, partitions, end_name), **retry)
+        ends = resolve_offsets(options.ending, partitions, marks, found, option=end_name, no_match_latest=True)
     finally:
         consumer.close()
     return plan_batch(starts, ends, marks, fail_on_data_loss=options.fail_on_data_loss,
                       min_partitions=options.min_partitions)
+
+
+def _retry(options: SourceOptions) -> dict[str, int]:
+    """fetchOffset.numRetries and fetchOffset.retryIntervalMs, which Spark applies to every
+    offset lookup of the driver (watermarks and timestamps, batch and streaming)."""
+    return {"retries": options.fetch_offset_retries, "retry_interval_ms": options.fetch_offset_retry_interval_ms}
 
 
 def _spec_option(spec, prefix: str) -> str:
@@ -193,15 +199,14 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         partitions, missing = select_partitions(self.options.strategy, client.topic_partition_counts(consumer))
         if missing:
             log.warning("assigned partitions do not exist (yet): %s", sorted(missing))
-        return client.watermarks_of(consumer, partitions, retries=self.options.fetch_offset_retries,
-                                    retry_interval_ms=self.options.fetch_offset_retry_interval_ms)
+        return client.watermarks_of(consumer, partitions, **_retry(self.options))
 
     def initialOffset(self) -> dict:
         spec = self.options.starting
         marks = self._current()
         consumer = self._driver()
         name = _spec_option(spec, "starting")
-        found = client.offsets_for_times(consumer, timestamp_requests(spec, list(marks), name))
+        found = client.offsets_for_times(consumer, timestamp_requests(spec, list(marks), name), **_retry(self.options))
         start = resolve_offsets(spec, list(marks), marks, found, option=name,
                                 no_match_latest=self.options.timestamp_no_match_latest)
         return offsets_to_dict(start)
