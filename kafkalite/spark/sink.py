@@ -31,8 +31,20 @@ class WrittenRows(WriterCommitMessage):
 
 
 def check_schema(schema: StructType, options: SinkOptions) -> None:
-    """Spark's sink checks, on the driver before any task runs; errors name the column."""
-    types = {f.name.lower(): f.dataType for f in schema.fields}
+    """Spark's sink checks, on the driver before any task runs; errors name the column.
+
+    Column names are matched exactly, as Spark's KafkaWriter does (`_.name == "value"`,
+    whatever spark.sql.caseSensitive says), and as each task looks them up. Where Spark
+    would ignore a column named like a sink column but for case (`Key`: every key null),
+    or fail for lack of the column (`Value`), it is refused here, naming it."""
+    types = {f.name: f.dataType for f in schema.fields}
+    used = ["key", "value", "partition", "headers"] + (["topic"] if options.topic is None else [])
+    for name in used:
+        near = [f for f in types if f != name and f.lower() == name]
+        if name not in types and near:
+            raise KafkaliteSparkOptionError(name, f"column {near[0]!r} is not the sink's {name!r} column: column "
+                                                  f"names are case-sensitive, as in Spark's Kafka sink; rename it "
+                                                  f"to {name!r}")
     if "value" not in types:
         raise KafkaliteSparkOptionError("value", "the sink requires a 'value' column (string or binary)")
     for name in ("key", "value"):
