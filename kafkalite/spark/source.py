@@ -13,6 +13,7 @@ function of `kafkalite.spark.offsets`; this module only asks the cluster for the
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -181,7 +182,10 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self._consumer = None
         self._available_now: dict | None = None  # Trigger.AvailableNow's target
-        self._last_trigger = time.monotonic()  # for minOffsetsPerTrigger / maxTriggerDelay
+        # When the last batch ran, for minOffsetsPerTrigger / maxTriggerDelay. Never, at
+        # first: the first trigger after a (re)start runs whatever it finds, as in Spark
+        # (its lastTriggerMillis starts at 0), instead of waiting up to maxTriggerDelay.
+        self._last_trigger = -math.inf
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

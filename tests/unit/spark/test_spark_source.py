@@ -1,6 +1,6 @@
 """The driver side of the Spark source (`kafkalite.spark.source`) against a scripted
-consumer and a fake clock, without a Spark session: which lookups it makes and how often
-it asks again."""
+consumer and a fake clock, without a Spark session: which lookups it makes, how often it
+asks again, and when a streaming trigger runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafkalite import leader_lookups
 from kafkalite.spark import client, source
@@ -95,3 +96,13 @@ def test_streaming_start_by_timestamp_asks_a_moving_leader_again(clock, monkeypa
                                                                streaming=True))
     assert reader.initialOffset() == {"t": {"0": 3}}
     assert consumer.lookups["times"] == 2
+
+
+def test_the_first_trigger_after_a_restart_runs_below_min_offsets_per_trigger(monkeypatch):
+    # Spark's lastTriggerMillis starts at 0: the first trigger is never held back for
+    # minOffsetsPerTrigger; later ones wait for it, at most maxTriggerDelay.
+    driver(monkeypatch, DriverConsumer())
+    reader = source.KafkaliteStreamReader(parse_source_options({**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "5"},
+                                                               streaming=True))
+    assert reader.latestOffset({"t": {"0": 7}}, ReadAllAvailable()) == {"t": {"0": 10}}  # 3 records < 5
+    assert reader.latestOffset({"t": {"0": 8}}, ReadAllAvailable()) == {"t": {"0": 8}}  # the next one waits
