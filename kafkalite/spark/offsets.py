@@ -29,6 +29,12 @@ from kafkalite.spark.options import (
     TopicPartition,
 )
 
+# The topics a subscribePattern never matches: the cluster's internal topics, which Spark's
+# pattern subscription leaves out (Kafka's Admin.listTopics lists none). kafkalite's one is
+# the groups' offsets topic (the broker's metadata marks only it is_internal); librdkafka's
+# metadata does not carry the flag, hence the name here.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
 
 @dataclass(frozen=True)
 class Watermarks:
@@ -77,7 +83,7 @@ def select_partitions(strategy: Strategy, topics: Mapping[str, int]) -> tuple[li
         names = [t for t in strategy.topics if t in topics]
     else:
         assert isinstance(strategy, SubscribePattern)
-        names = sorted(t for t in topics if strategy.matches(t) and not t.startswith("__"))
+        names = sorted(t for t in topics if strategy.matches(t) and t not in INTERNAL_TOPICS)
     return [(t, p) for t in names for p in range(topics[t])], []
 
 

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkalite.core.group_messages import OFFSETS_TOPIC
 from kafkalite.spark.errors import KafkaliteDataLossError, KafkaliteSparkOptionError
 from kafkalite.spark.offsets import (
+    INTERNAL_TOPICS,
     OffsetRange,
     Watermarks,
     backlog,
@@ -45,6 +47,16 @@ def test_select_partitions_by_strategy():
     assert select_partitions(Subscribe(("t", "missing")), topics) == (TPS, [])
     assert select_partitions(SubscribePattern(".*"), topics) == ([("t", 0), ("t", 1), ("u", 0)], [])
     assert select_partitions(Assign((("t", 1), ("t", 7))), topics) == ([("t", 1)], [("t", 7)])
+
+
+def test_a_pattern_leaves_out_only_internal_topics_not_every_double_underscore_name():
+    # Kafka lets users name topics '__events'; Spark's pattern subscription leaves out only
+    # the internal topics (kafkalite's: __consumer_offsets).
+    topics = {"__consumer_offsets": 50, "__events": 1, "_x": 1}
+    assert select_partitions(SubscribePattern("_.*"), topics) == ([("__events", 0), ("_x", 0)], [])
+    assert select_partitions(Subscribe(("__consumer_offsets",)), topics)[0] == [("__consumer_offsets", p)
+                                                                                 for p in range(50)]
+    assert INTERNAL_TOPICS == {OFFSETS_TOPIC}, "the topics the broker's metadata marks is_internal"
 
 
 def test_resolve_earliest_latest_and_sentinels():
