@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # Kafka's sentinel offsets in per-partition JSON, as in Spark.
 EARLIEST = -2
 LATEST = -1
+# The range of Kafka's offsets and timestamps (a Java long), which Spark parses them into.
+LONG_MIN = -(2**63)
+LONG_MAX = 2**63 - 1
 
 TopicPartition = tuple[str, int]
 
@@ -183,7 +186,7 @@ def _positive_int(opts: dict[str, str], key: str, name: str) -> int | None:
         raise KafkaliteSparkOptionError(name, f"must be a positive integer, not {raw!r}") from None
     if value <= 0:
         raise KafkaliteSparkOptionError(name, f"must be positive, but it was {value}")
-    return value
+    return _long(value, name)
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -203,9 +206,20 @@ def _duration_ms(opts: dict[str, str], key: str, name: str, default: int) -> int
 
 def _int(raw: str, name: str) -> int:
     try:
-        return int(raw.strip())
+        value = int(raw.strip())
     except ValueError:
         raise KafkaliteSparkOptionError(name, f"must be an integer, not {raw!r}") from None
+    return _long(value, name)
+
+
+def _long(value: int, name: str, what: str = "") -> int:
+    """A value that fits Kafka's (and Spark's) 64-bit long, as every offset, timestamp and
+    count handed to the client must: a larger one used to pass here and fail only when the
+    query was planned, with an OverflowError from the client."""
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise KafkaliteSparkOptionError(name, f"{what or 'the value'} {value} does not fit a 64-bit long "
+                                              f"([{LONG_MIN}, {LONG_MAX}])")
+    return value
 
 
 def _json_object(raw: str, name: str) -> dict:
@@ -234,7 +248,7 @@ def parse_partition_json(raw: str, name: str) -> dict[TopicPartition, int]:
                 raise KafkaliteSparkOptionError(name, f"the value for {topic}-{p} must be an integer, not {value!r}")
             if p < 0:
                 raise KafkaliteSparkOptionError(name, f"partition {p} of topic {topic!r} is negative")
-            result[(topic, p)] = value
+            result[(topic, p)] = _long(value, name, f"the value for {topic}-{p}")
     return result
 
 

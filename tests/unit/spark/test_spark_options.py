@@ -119,6 +119,24 @@ def test_bad_batch_options_name_the_option(opts, option):
     refused(option, **opts)
 
 
+LONG_OVER = str(2**63)  # one more than Kafka's (and Spark's) largest long
+
+
+@pytest.mark.parametrize("opts, option", [
+    ({"startingTimestamp": LONG_OVER}, "startingTimestamp"),
+    ({"startingTimestamp": "99999999999999999999999"}, "startingTimestamp"),
+    ({"endingTimestamp": LONG_OVER}, "endingTimestamp"),
+    ({"startingOffsetsByTimestamp": f'{{"t":{{"0":{LONG_OVER}}}}}'}, "startingOffsetsByTimestamp"),
+    ({"startingOffsets": f'{{"t":{{"0":{LONG_OVER}}}}}'}, "startingOffsets"),
+    ({"maxOffsetsPerTrigger": LONG_OVER}, "maxOffsetsPerTrigger"),
+    ({"fetchOffset.retryIntervalMs": LONG_OVER}, "fetchOffset.retryIntervalMs"),
+])
+def test_numbers_beyond_a_64_bit_long_are_refused_when_parsed_not_at_planning(opts, option):
+    # They parsed, and planning failed later (a timestamp: OverflowError from confluent-kafka).
+    assert "64-bit long" in refused(option, subscribe="t", **opts)
+    assert source(subscribe="t", startingTimestamp=str(2**63 - 1)).starting == GlobalTimestamp(2**63 - 1)
+
+
 def test_ending_offsets_are_refused_in_streaming_queries():
     refused("endingOffsets", streaming=True, subscribe="t", endingOffsets="latest")
 
