@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in (up, st, kill, start, add, sub.choices["down"], part, netem, sub.choices["heal"]):
         p.add_argument("--dir", default=".cluster", help="cluster directory (default ./.cluster)")
     args = parser.parse_args(argv)
+    c: LocalCluster | None = None
     try:
         if args.cmd == "up":
             racks = [r.strip() for r in args.racks.split(",") if r.strip()]
@@ -220,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ClusterError, ConfigError) as e:
         print(f"bin/cluster: {e}", file=sys.stderr)
         return 1
+    finally:
+        for note in c.notes if c is not None else []:  # e.g. a recorded PID that is another process now
+            print(f"bin/cluster: note: {note}", file=sys.stderr)
     return 2
 
 

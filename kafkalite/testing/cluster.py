@@ -6,7 +6,10 @@ i (ids 1..N) gets client port P+i-1, inter-broker port P+100+i-1 and admin port 
 up to BROKERS_MAX before the blocks would overlap. Everything lives under one directory:
 `cluster.json` (what runs where, and the `--override`s every broker gets), `zookeeper/`,
 and `broker-<id>/` with `server.properties`, `data/` and `broker.log`. Processes are
-started in their own sessions and only ever signalled by the PIDs recorded here.
+started in their own sessions and only ever signalled by the PIDs recorded here, and only
+while each PID still names the process started then (its start time is recorded with it,
+kafkalite.testing.process_identity): a PID reused by another process after a broker died
+or a reboot is taken as exited, said so in `notes`, and never signalled.
 
 With `netns=PREFIX` (issue 14, kafkalite.testing.netns) ZooKeeper and every broker run in
 network namespaces of their own (`PREFIX-zk`, `PREFIX-b<id>`) joined by a bridge, each on
@@ -17,7 +20,6 @@ namespaces.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafkalite.testing import process_identity as ident
 from kafkalite.testing import zookeeper as zkmod
 from kafkalite.testing.netns import NetnsError, NetnsLayout
 from kafkalite.testing.probes import process_state
@@ -124,6 +127,9 @@ class LocalCluster:
         self.zk: ZooKeeperServer | None = None
         self.state: dict[str, Any] = {}
         self._procs: dict[int, subprocess.Popen] = {}
+        # Things the caller should hear about that are not errors: a recorded PID that now
+        # names another process (left alone, taken as exited).
+        self.notes: list[str] = []
 
     # -- state file ---------------------------------------------------------------------
     @classmethod
@@ -170,8 +176,8 @@ class LocalCluster:
         existing = self.dir / STATE_FILE
         if existing.exists():
             old = json.loads(existing.read_text())
-            running = [b["id"] for b in old["brokers"] if pid_alive(b.get("pid"))]
-            if running or pid_alive(old["zookeeper"].get("pid")):
+            running = [b["id"] for b in old["brokers"] if self._broker_whose(b) == ident.OURS]
+            if running or any(self._zk_whose(label, e) == ident.OURS for label, e in _zk_entries(old)):
                 raise ClusterError(f"a cluster is already running in {self.dir} (brokers {running}); `bin/cluster down` first")
         if self.netns:
             if self.external_zk:
@@ -198,7 +204,8 @@ class LocalCluster:
                     self.net.destroy()
                 raise ClusterError(f"ZooKeeper did not start on port {self.zk_port}: {e}") from None
             zkmod._untrack(self.zk._process)  # it outlives this process; `down` stops it by PID
-            zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "port": self.zk_port}
+            zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "identity": ident.identity_of(self.zk.pid),
+                        "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
         self._make_inter_broker_secret()
         if self.zk_acl:
@@ -240,9 +247,10 @@ class LocalCluster:
             raise ClusterError(f"the ZooKeeper ensemble did not start: {e}") from None
         for server in self.zk_servers:
             zkmod._untrack(server._process)  # they outlive this process; `down` stops them by PID
-        return {"connect": ",".join(z.connect_string for z in self.zk_servers), "pid": self.zk_servers[0].pid,
-                "port": self.zk_port,
-                "members": [{"name": n, "pid": z.pid, "address": z.host} for n, z in zip(names, self.zk_servers)]}
+        members = [{"name": n, "pid": z.pid, "identity": ident.identity_of(z.pid), "address": z.host}
+                   for n, z in zip(names, self.zk_servers)]
+        return {"connect": ",".join(z.connect_string for z in self.zk_servers), "pid": members[0]["pid"],
+                "identity": members[0]["identity"], "port": self.zk_port, "members": members}
 
     def _secure_setup(self) -> dict[str, Any]:
         """The dev CA (tls/), the `admin` SCRAM user with a random password, and
@@ -407,6 +415,7 @@ class LocalCluster:
             log.close()
         self._procs[b["id"]] = proc
         b["pid"] = proc.pid
+        b["identity"] = ident.identity_of(proc.pid)  # (an `ip netns exec` wrapper execs the broker: same start time)
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S, broker_ids: list[int] | None = None) -> None:
         """Until every (given) broker is registered and a controller is elected."""
@@ -415,7 +424,7 @@ class LocalCluster:
         last = None
         while time.monotonic() < deadline:
             for b in self.state["brokers"]:
-                if b["id"] in want and not pid_alive(b["pid"]):
+                if b["id"] in want and self._broker_whose(b) != ident.OURS:
                     raise ClusterError(f"broker {b['id']} exited during start-up; see {b['log']}:\n{_tail(b['log'])}")
             try:
                 registered, controller = self._zk_view()
@@ -519,7 +528,7 @@ class LocalCluster:
             brokers.append({
                 "id": b["id"], "pid": b["pid"], "host": b["host"], "port": b["port"],
                 "inter_broker_port": b["inter_broker_port"], "admin_port": b["admin_port"], "rack": b["rack"],
-                "log_dirs": b["log_dirs"], "alive": pid_alive(b["pid"]), "registered": b["id"] in registered,
+                "log_dirs": b["log_dirs"], "alive": self._broker_whose(b) == ident.OURS, "registered": b["id"] in registered,
                 "controller": controller == b["id"], "log": b["log"], "small_log_dir": b.get("small_log_dir"),
             })
         zk = self.state["zookeeper"]
@@ -541,12 +550,44 @@ class LocalCluster:
                 b["namespace"], b["address"] = m.namespace, m.address
             if "members" in zk:
                 out["zookeeper"]["members"] = [
-                    {**m, "namespace": net.member(m["name"]).namespace, "alive": pid_alive(m["pid"])} for m in zk["members"]]
+                    {**m, "namespace": net.member(m["name"]).namespace, "alive": self._zk_whose(m["name"], m) == ident.OURS}
+                    for m in zk["members"]]
             else:
                 out["zookeeper"].update(namespace=net.member("zk").namespace, address=net.member("zk").address)
             out["netns"] = {"prefix": net.prefix, "subnet": net.subnet, "bridge": net.bridge,
                             "host_address": net.host_address}
         return out
+
+    # -- whose PIDs (kafkalite.testing.process_identity) ---------------------------------
+    @staticmethod
+    def _looks_like_broker(b: dict[str, Any]) -> ident.LooksOurs:
+        """For records without an identity: the broker entry point with this broker's config."""
+        config = b["config"]
+        return lambda argv: "kafkalite.cli.main" in argv and "broker" in argv and config in argv
+
+    def _looks_like_zookeeper(self, argv: list[str]) -> bool:
+        """For records without an identity: java QuorumPeerMain with a zoo.cfg of this cluster."""
+        return zkmod.MAIN_CLASS in argv and any(a.startswith(f"{self.dir}{os.sep}") for a in argv)
+
+    def _broker_whose(self, b: dict[str, Any]) -> str:
+        state = ident.whose(b.get("pid"), b.get("identity"), self._looks_like_broker(b))
+        if state == ident.OTHER:
+            self._note_other(f"broker {b['id']}", b["pid"])
+        return state
+
+    def _zk_whose(self, label: str, entry: dict[str, Any]) -> str:
+        state = ident.whose(entry.get("pid"), entry.get("identity"), self._looks_like_zookeeper)
+        if state == ident.OTHER:
+            self._note_other(label, entry["pid"])
+        return state
+
+    def _note_other(self, what: str, pid: int) -> None:
+        note = f"{what}: pid {pid} is another process now ({ident.describe(pid)}); taken as exited, not signalled"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _signal_broker(self, b: dict[str, Any], signum: int) -> bool:
+        return ident.signal_if_ours(b.get("pid"), b.get("identity"), self._looks_like_broker(b), signum)
 
     # -- process control ----------------------------------------------------------------
     def broker(self, broker_id: int) -> dict[str, Any]:
@@ -561,17 +602,18 @@ class LocalCluster:
         signum = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}.get(sig.upper())
         if signum is None:
             raise ClusterError(f"unknown signal {sig!r}; use KILL, TERM, STOP or CONT")
-        if not pid_alive(b["pid"]):
-            raise ClusterError(f"broker {broker_id} is not running")
-        os.kill(b["pid"], signum)
+        whose = self._broker_whose(b)
+        if whose != ident.OURS or not self._signal_broker(b, signum):
+            other = f" (pid {b['pid']} is another process now: {ident.describe(b['pid'])}; not signalled)" if whose == ident.OTHER else ""
+            raise ClusterError(f"broker {broker_id} is not running{other}")
         if signum == signal.SIGKILL:
-            wait_pid_exit(b["pid"], STOP_TIMEOUT_S)
+            ident.wait_not_ours(b["pid"], b.get("identity"), self._looks_like_broker(b), STOP_TIMEOUT_S)
 
     def set_log_dirs(self, broker_id: int, log_dirs: list[str]) -> None:
         """Give a stopped broker these log dirs (`log.dirs`) from its next start (JBOD tests:
         a second dir on a small filesystem)."""
         b = self.broker(broker_id)
-        if pid_alive(b["pid"]):
+        if self._broker_whose(b) == ident.OURS:
             raise ClusterError(f"broker {broker_id} is running; stop it first")
         cfg = Path(b["config"])
         lines = [line for line in cfg.read_text().splitlines() if not line.startswith("log.dirs=")]
@@ -582,17 +624,18 @@ class LocalCluster:
     def stop_broker(self, broker_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (controlled shutdown) and wait; SIGKILL if it does not exit in time."""
         b = self.broker(broker_id)
-        if not pid_alive(b["pid"]):
+        if self._broker_whose(b) != ident.OURS:
             return
-        os.kill(b["pid"], signal.SIGCONT)
-        os.kill(b["pid"], signal.SIGTERM)
-        if not wait_pid_exit(b["pid"], timeout_s):
-            os.kill(b["pid"], signal.SIGKILL)
-            wait_pid_exit(b["pid"], 10)
+        looks_ours = self._looks_like_broker(b)
+        self._signal_broker(b, signal.SIGCONT)
+        self._signal_broker(b, signal.SIGTERM)
+        if not ident.wait_not_ours(b["pid"], b.get("identity"), looks_ours, timeout_s):
+            self._signal_broker(b, signal.SIGKILL)
+            ident.wait_not_ours(b["pid"], b.get("identity"), looks_ours, 10)
 
     def start(self, broker_id: int, *, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> None:
         b = self.broker(broker_id)
-        if pid_alive(b["pid"]):
+        if self._broker_whose(b) == ident.OURS:
             raise ClusterError(f"broker {broker_id} is already running (pid {b['pid']})")
         self._spawn(b)
         self._save()
@@ -616,28 +659,32 @@ class LocalCluster:
                     errors.append(f"broker {b['id']}: {e}")
         else:
             for b in brokers:
-                if pid_alive(b.get("pid")):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(b["pid"], signal.SIGKILL)  # (a stopped process dies of SIGKILL too)
+                if self._broker_whose(b) == ident.OURS:
+                    self._signal_broker(b, signal.SIGKILL)  # (a stopped process dies of SIGKILL too)
             for b in brokers:
-                if pid_alive(b.get("pid")) and not wait_pid_exit(b["pid"], 10):
+                if not ident.wait_not_ours(b.get("pid"), b.get("identity"), self._looks_like_broker(b), 10):
                     errors.append(f"broker {b['id']}: pid {b['pid']} still alive 10 s after SIGKILL")
-        zk = self.state.get("zookeeper", {})
-        for zk_pid in [m["pid"] for m in zk.get("members", [])] or [zk.get("pid")]:
-            if zk_pid and pid_alive(zk_pid):
-                os.kill(zk_pid, signal.SIGTERM)
-                if not wait_pid_exit(zk_pid, 15):
-                    os.kill(zk_pid, signal.SIGKILL)
-                    wait_pid_exit(zk_pid, 5)
+        for label, entry in _zk_entries(self.state):
+            if self._zk_whose(label, entry) != ident.OURS:
+                continue
+            pid, identity = entry["pid"], entry.get("identity")
+            ident.signal_if_ours(pid, identity, self._looks_like_zookeeper, signal.SIGTERM)
+            if not ident.wait_not_ours(pid, identity, self._looks_like_zookeeper, 15):
+                ident.signal_if_ours(pid, identity, self._looks_like_zookeeper, signal.SIGKILL)
+                ident.wait_not_ours(pid, identity, self._looks_like_zookeeper, 5)
         for server in [self.zk, *self.zk_servers]:
             if server is not None:
                 server._reap()
         for b in self.state.get("brokers", []):
             b["pid"] = None
+        for b in self.state.get("brokers", []):
+            b.pop("identity", None)
         if self.state:
             self.state["zookeeper"]["pid"] = None
+            self.state["zookeeper"].pop("identity", None)
             for m in self.state["zookeeper"].get("members", []):
                 m["pid"] = None
+                m.pop("identity", None)
             self._save()
         if self.state.get("netns"):
             errors += NetnsLayout.from_dict(self.state["netns"]).destroy()
@@ -648,6 +695,14 @@ class LocalCluster:
             self._save()
         if errors:
             raise ClusterError("; ".join(errors))
+
+
+def _zk_entries(state: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, entry with pid and identity) of each ZooKeeper process the state records."""
+    zk = state.get("zookeeper") or {}
+    if zk.get("members"):
+        return [(f"ZooKeeper {m['name']}", m) for m in zk["members"]]
+    return [("ZooKeeper", zk)] if zk.get("pid") else []
 
 
 def _tail(path: str, size: int = 3000) -> str:
