@@ -139,7 +139,8 @@ class LocalCluster:
         if not path.exists():
             raise ClusterError(f"no cluster in {d} (run `bin/cluster up` first)")
         state = json.loads(path.read_text())
-        c = cls(d, brokers=len(state["brokers"]), base_port=state["base_port"], zk_port=state["zookeeper"]["port"],
+        # (a cluster.json of an `up` that failed before writing the brokers' configs lists none)
+        c = cls(d, brokers=max(1, len(state["brokers"])), base_port=state["base_port"], zk_port=state["zookeeper"]["port"],
                 overrides=state.get("overrides", {}), secure=bool(state.get("secure")))
         c.state = state
         if state.get("netns"):
@@ -207,21 +208,41 @@ class LocalCluster:
             zk_state = {"connect": self.zk.connect_string, "pid": self.zk.pid, "identity": ident.identity_of(self.zk.pid),
                         "port": self.zk_port}
         self.state = {"base_port": self.base_port, "zookeeper": zk_state, "overrides": self.overrides, "brokers": []}
+        if self.net is not None:
+            self.state["netns"] = self.net.to_dict()
+        self._save()  # from here on `down` knows what runs: ZooKeeper now, each broker once spawned
+        try:
+            self._prepare_brokers()
+        except BaseException:
+            self._undo_up()
+            raise
+        self._save()
+        for b in self.state["brokers"]:
+            self._spawn(b)
+            self._save()
+        self.wait_ready(timeout_s)
+        return self.status()
+
+    def _prepare_brokers(self) -> None:
+        """Everything `up` does between starting ZooKeeper and starting the brokers."""
         self._make_inter_broker_secret()
         if self.zk_acl:
             self._make_zk_digest()
-        if self.net is not None:
-            self.state["netns"] = self.net.to_dict()
         if self.secure:
             self.state["secure"] = self._secure_setup()
         for i in range(1, self.count + 1):
             self.state["brokers"].append(self._write_broker_config(i))
-        self._save()
-        for b in self.state["brokers"]:
-            self._spawn(b)
-        self._save()
-        self.wait_ready(timeout_s)
-        return self.status()
+
+    def _undo_up(self) -> None:
+        """`up` failed after starting ZooKeeper and before any broker (a --small-log-dir
+        mount, the --secure or --zk-acl setup): stop ZooKeeper, unmount what was mounted and
+        remove the namespaces, so `up` can be run again (ZooKeeper's port free); had that
+        failed, cluster.json still names what is left for `bin/cluster down`."""
+        self._save()  # the mounts made so far (down reads the state from the file)
+        try:
+            self.down(graceful=False)
+        except Exception as e:  # noqa: BLE001 - the failure of `up` is what the caller must see
+            self.notes.append(f"cleaning up after the failed start: {e}; `bin/cluster down --dir {self.dir}` may finish it")
 
     def _start_ensemble(self, timeout_s: float) -> dict[str, Any]:
         """ZooKeeper members zk1..zkN, each in its own namespace, the same ports in each."""
