@@ -4,13 +4,20 @@ it renders), /status.css and /status.js (kafkalite.broker.status_page).
 
 /state is the broker's own view: its partitions (with `log_size_bytes`, the bytes of each
 replica's log on disk, which `kafkalite reassign status` compares between a leader and
-its new replicas), roles, HW/LEO, metadata cache and controller view."""
+its new replicas), roles, HW/LEO, metadata cache and controller view.
+
+The status page's routes share one snapshot and its renderings (`SharedStatus`) for
+STATUS_TTL_S: N open tabs cost one snapshot and one render a second on the broker's
+event loop, not N every refresh."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -30,6 +37,69 @@ log = logging.getLogger(__name__)
 # does not answer within this leaves the reassignment "unknown" instead of hanging the page.
 REASSIGNMENT_READ_TIMEOUT_S = 2.0
 _NO_CACHE = {"Cache-Control": "no-store"}
+# How long every viewer of the status page (/, /status/fragment, /status.json) is served
+# the same snapshot; the page refreshes every REFRESH_S_MIN (0.5 s) at the fastest.
+STATUS_TTL_S = 1.0
+
+
+class _Rendered:
+    """One snapshot and what is made of it, each made once, when first asked for."""
+
+    def __init__(self, snapshot: dict[str, Any], made_at_s: float):
+        self.snapshot = snapshot
+        self.made_at_s = made_at_s
+        self._body: str | None = None
+        self._json: str | None = None
+
+    def body(self) -> str:
+        if self._body is None:
+            self._body = status_page.render_body(self.snapshot)
+        return self._body
+
+    def json_text(self) -> str:
+        if self._json is None:
+            self._json = json.dumps(self.snapshot)
+        return self._json
+
+
+class SharedStatus:
+    """The status snapshot every viewer is served for `ttl_s` after it was made. One
+    collection at a time: requests arriving while one runs wait for it (a viewer that
+    goes away does not cancel it for the others). Time is the `clock` given."""
+
+    def __init__(self, collect: Callable[[], Awaitable[dict[str, Any]]], *, ttl_s: float = STATUS_TTL_S,
+                 clock: Callable[[], float] = time.monotonic):
+        assert ttl_s > 0
+        self._collect = collect
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._current: _Rendered | None = None
+        self._collecting: asyncio.Task[_Rendered] | None = None
+
+    async def get(self) -> _Rendered:
+        current = self._current
+        if current is not None and self._clock() - current.made_at_s < self.ttl_s:
+            return current
+        if self._collecting is None:
+            self._collecting = asyncio.get_running_loop().create_task(self._collect_once())
+            # (its failure reaches every waiter; if none is left, this retrieves it)
+            self._collecting.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(self._collecting)
+
+    async def _collect_once(self) -> _Rendered:
+        try:
+            snapshot = await self._collect()
+            self._current = _Rendered(snapshot, self._clock())  # fresh from when it is done
+            return self._current
+        finally:
+            self._collecting = None
+
+    async def close(self) -> None:
+        task = self._collecting
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class AdminHttp:
@@ -37,6 +107,7 @@ class AdminHttp:
         self.broker = broker
         self._runner: web.AppRunner | None = None
         self._rates = RateMeter()
+        self._status = SharedStatus(lambda: self._snapshot())
 
     async def start(self, host: str, port: int) -> None:
         app = web.Application()
@@ -55,6 +126,7 @@ class AdminHttp:
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._status.close()
 
     async def _healthz(self, request: web.Request) -> web.Response:
         ok = self.broker.broker_epoch >= 0 and not self.broker.stopping
@@ -99,14 +171,17 @@ class AdminHttp:
 
     async def _status_page(self, request: web.Request) -> web.Response:
         refresh_s = _refresh_s(request)
-        html = status_page.render_page(await self._snapshot(), refresh_s)
+        status = await self._status.get()
+        html = status_page.render_page(status.snapshot, refresh_s, body=status.body())
         return web.Response(text=html, content_type="text/html", headers=_page_headers())
 
     async def _status_fragment(self, request: web.Request) -> web.Response:
-        return web.Response(text=status_page.render_body(await self._snapshot()), content_type="text/html", headers=_page_headers())
+        status = await self._status.get()
+        return web.Response(text=status.body(), content_type="text/html", headers=_page_headers())
 
     async def _status_json(self, request: web.Request) -> web.Response:
-        return web.json_response(await self._snapshot(), headers=_NO_CACHE)
+        status = await self._status.get()
+        return web.Response(text=status.json_text(), content_type="application/json", headers=_NO_CACHE)
 
     @staticmethod
     def _asset(text: str, content_type: str):

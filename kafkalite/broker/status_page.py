@@ -10,6 +10,11 @@ a Content-Security-Policy that allows nothing else.
 Rows carry data attributes (`data-broker-id`, `data-alive`, `data-topic`,
 `data-partition`, `data-status`) for scripts and tests; under-replicated and offline
 partitions, and dead brokers, have their own classes, highlighted by the stylesheet.
+
+The page is bounded whatever the cluster's size: at most PARTITION_ROWS_MAX partitions
+are listed, the problem ones first (offline, under min ISR, under-replicated), and at
+most TOPIC_BLOCKS_MAX topic blocks; the partitions and topics left out are counted per
+topic and in a note (`#partitions-folded`). /status.json has every partition.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from kafkalite.broker.status_snapshot import PARTITION_OFFLINE, PARTITION_OK, PA
 REFRESH_S_DEFAULT = 2.0
 REFRESH_S_MIN = 0.5
 REFRESH_S_MAX = 300.0
+# 100,000 partitions listed in full made a 48 MB page that took 2.3 s to render on the
+# broker's event loop; these keep it to a few hundred KB.
+PARTITION_ROWS_MAX = 300
+TOPIC_BLOCKS_MAX = 500
 
 _STATUS_LABEL = {PARTITION_OK: "ok", PARTITION_UNDER_REPLICATED: "under-replicated", PARTITION_OFFLINE: "offline"}
 
@@ -46,7 +55,8 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def render_page(snapshot: dict[str, Any], refresh_s: float = REFRESH_S_DEFAULT) -> str:
+def render_page(snapshot: dict[str, Any], refresh_s: float = REFRESH_S_DEFAULT, body: str | None = None) -> str:
+    """`body`: render_body(snapshot) if the caller has it already (the admin server's cache)."""
     assert REFRESH_S_MIN <= refresh_s <= REFRESH_S_MAX
     title = f"kafkalite — broker {snapshot['broker_id']}"
     return (
@@ -59,7 +69,7 @@ def render_page(snapshot: dict[str, Any], refresh_s: float = REFRESH_S_DEFAULT) 
         f"<header><h1>kafkalite <small>as broker {_e(snapshot['broker_id'])} sees it</small></h1>"
         f"<p id=\"refresh\" data-refresh-ms=\"{int(refresh_s * 1000)}\">refreshes every {refresh_s:g} s"
         "<span id=\"refresh-error\" hidden></span></p></header>\n"
-        f"<main id=\"status\">{render_body(snapshot)}</main></body></html>\n"
+        f"<main id=\"status\">{render_body(snapshot) if body is None else body}</main></body></html>\n"
     )
 
 
@@ -137,21 +147,74 @@ def _replica_cells(p: dict[str, Any]) -> str:
     return f"<ul class=\"replicas\">{''.join(items)}</ul>"
 
 
+def _rank(p: dict[str, Any]) -> int:
+    """Which partitions are listed first when not all are: offline, then under min ISR,
+    then under-replicated, then healthy ones."""
+    if p["status"] == PARTITION_OFFLINE:
+        return 0
+    if p.get("under_min_isr"):
+        return 1
+    return 2 if p["status"] == PARTITION_UNDER_REPLICATED else 3
+
+
+def _listed(parts: list[dict[str, Any]]) -> set[int]:
+    """The id()s of the partitions listed in detail: all if there are few enough, else the
+    problem ones by rank, then healthy ones of user topics, then of internal ones (each in
+    the snapshot's order: topic, partition)."""
+    if len(parts) <= PARTITION_ROWS_MAX:
+        return {id(p) for p in parts}
+    problems = sorted((p for p in parts if _rank(p) < 3), key=_rank)  # (stable)
+    chosen = problems[:PARTITION_ROWS_MAX]
+    for internal in (False, True):
+        for p in parts:
+            if len(chosen) >= PARTITION_ROWS_MAX:
+                break
+            if _rank(p) == 3 and p["topic"].startswith("__") == internal:
+                chosen.append(p)
+    return {id(p) for p in chosen}
+
+
 def _partitions(parts: list[dict[str, Any]]) -> str:
     """One block per topic: a summary line, then its partitions. Internal topics
     (`__consumer_offsets`) start folded unless something is wrong with them; the page's
-    script keeps what the reader folded or unfolded across refreshes (by the block's id)."""
+    script keeps what the reader folded or unfolded across refreshes (by the block's id).
+    Bounded (PARTITION_ROWS_MAX, TOPIC_BLOCKS_MAX): what is left out is counted."""
     head = "<section id=\"partitions\"><h2>Topics and partitions</h2>"
     if not parts:
         return head + "<p class=\"muted\">no topics</p></section>"
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for p in parts:
         by_topic.setdefault(p["topic"], []).append(p)
-    blocks = [_topic_block(topic, rows) for topic, rows in sorted(by_topic.items(), key=lambda kv: (kv[0].startswith("__"), kv[0]))]
-    return head + "".join(blocks) + "</section>"
+    listed = _listed(parts)
+    shown_of = {topic: [p for p in rows if id(p) in listed] for topic, rows in by_topic.items()}
+    # Topics with listed partitions always have their block; the others share what is left.
+    folded_blocks_max = max(0, TOPIC_BLOCKS_MAX - sum(1 for shown in shown_of.values() if shown))
+    blocks = []
+    left_topics, left_parts, left_problems = 0, 0, 0
+    for topic, rows in sorted(by_topic.items(), key=lambda kv: (kv[0].startswith("__"), kv[0])):
+        shown = shown_of[topic]
+        if shown or folded_blocks_max > 0:
+            folded_blocks_max -= 0 if shown else 1
+            blocks.append(_topic_block(topic, rows, shown))
+        else:
+            left_topics += 1
+            left_parts += len(rows)
+            left_problems += sum(1 for p in rows if p["status"] != PARTITION_OK)
+    note = ""
+    if len(listed) < len(parts):
+        note = (f"<p id=\"partitions-folded\" class=\"muted\" data-listed=\"{len(listed)}\" data-total=\"{len(parts)}\">"
+                f"Listing {len(listed):,} of {len(parts):,} partitions: problem ones first (offline, under min ISR, "
+                f"under-replicated); the other {len(parts) - len(listed):,} are counted per topic. "
+                "<a href=\"/status.json\">/status.json</a> has them all.</p>")
+    if left_topics:
+        problems = f", {left_problems:,} of them with problems" if left_problems else ", all healthy"
+        blocks.append(f"<p id=\"topics-folded\" class=\"muted\" data-topics=\"{left_topics}\">and {left_topics:,} more topics "
+                      f"({left_parts:,} partitions{problems}) not shown</p>")
+    return head + note + "".join(blocks) + "</section>"
 
 
-def _topic_block(topic: str, parts: list[dict[str, Any]]) -> str:
+def _topic_block(topic: str, parts: list[dict[str, Any]], shown: list[dict[str, Any]]) -> str:
+    """`parts`: the topic's partitions, counted in the summary line; `shown`: those listed."""
     under = sum(1 for p in parts if p["status"] == PARTITION_UNDER_REPLICATED)
     offline = sum(1 for p in parts if p["status"] == PARTITION_OFFLINE)
     rf = max(len(p["replicas"]) for p in parts)
@@ -159,21 +222,26 @@ def _topic_block(topic: str, parts: list[dict[str, Any]]) -> str:
     health = f"<span class=\"pill bad\">{_e(', '.join(problems))}</span>" if problems else "<span class=\"pill ok\">healthy</span>"
     is_open = " open" if problems or not topic.startswith("__") else ""
     rows = []
-    for p in parts:
+    for p in shown:
         status = p["status"]
         label = _STATUS_LABEL[status]
-        cls = "" if status == PARTITION_OK else f" {label}"
+        cls = ("" if status == PARTITION_OK else f" {label}") + (" under-min-isr" if p.get("under_min_isr") else "")
         leader = p["leader"] if p["leader"] >= 0 else "none"
+        min_isr = " <span class=\"pill bad\">under min ISR</span>" if p.get("under_min_isr") and status != PARTITION_OFFLINE else ""
         rows.append(
             f"<tr class=\"partition{cls}\" data-topic=\"{_e(p['topic'])}\" data-partition=\"{_e(p['partition'])}\" "
             f"data-status=\"{_e(status)}\"><td>{_e(p['partition'])}</td><td>{_e(leader)}</td>"
             f"<td>{_e(p['leader_epoch'])}</td><td>{_replica_cells(p)}</td><td>{_e(_ids(p['isr']))}</td>"
-            f"<td><span class=\"pill {'ok' if status == PARTITION_OK else 'bad'}\">{_e(label)}</span></td></tr>"
+            f"<td><span class=\"pill {'ok' if status == PARTITION_OK else 'bad'}\">{_e(label)}</span>{min_isr}</td></tr>"
         )
+    table = ("<table><thead><tr><th>partition</th><th>leader</th><th>epoch</th><th>replicas (HW · LEO · lag where known)</th>"
+             f"<th>ISR</th><th>status</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
+    folded = len(parts) - len(shown)
+    note = (f"<p class=\"folded muted\" data-folded=\"{folded}\">{folded:,} {'more ' if rows else ''}partitions "
+            "not listed</p>") if folded else ""
     return (f"<details class=\"topic\" id=\"topic-{_e(topic)}\" data-topic=\"{_e(topic)}\"{is_open}><summary><b>{_e(topic)}</b> "
             f"<span class=\"muted\">{len(parts)} partitions × {rf} replicas</span> {health}</summary>"
-            "<table><thead><tr><th>partition</th><th>leader</th><th>epoch</th><th>replicas (HW · LEO · lag where known)</th>"
-            f"<th>ISR</th><th>status</th></tr></thead><tbody>{''.join(rows)}</tbody></table></details>")
+            f"{table}{note}</details>")
 
 
 def _reassignments(s: dict[str, Any]) -> str:

@@ -143,12 +143,16 @@ def collect_status(broker: Broker, *, now_ms: int, rates: dict[str, float] | Non
     local = broker.replica_manager.partitions
     partitions = []
     for topic, parts in sorted(cache.topics.items()):
+        # A topic's own min.insync.replicas is known here only if this broker has replicas
+        # of it (LeaderAndIsr carries it); otherwise the broker's default counts.
+        min_isr = broker.replica_manager.min_isr(topic)
         for p, m in sorted(parts.items()):
             part = local.get((topic, p))
             partitions.append({
                 "topic": topic, "partition": p, "leader": m.leader, "leader_epoch": m.leader_epoch,
                 "replicas": list(m.replicas), "isr": list(m.isr), "offline_replicas": list(m.offline_replicas),
                 "status": partition_status(m.leader, list(m.isr), list(m.replicas), live),
+                "under_min_isr": len(m.isr) < min_isr,  # (as kafkalite_under_min_isr_partitions counts it)
                 "replica_offsets": _replica_offsets(part, broker.broker_id) if part is not None else {},
             })
 
