@@ -28,7 +28,7 @@ class ConfigError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # "int", "bool", "str", "list", "float"
+    kind: str  # "int" (Kafka's INT, 32 bits), "long" (LONG, 64 bits), "bool", "str", "list", "float"
     default: Any
     doc: str
     check: Callable[[Any], bool] | None = None
@@ -213,36 +213,36 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("delete.topic.enable", "bool", True, "allow topic deletion"),
     Setting("min.insync.replicas", "int", 1, "broker default for the topic config", _positive, "> 0"),
     Setting("unclean.leader.election.enable", "bool", False, "elect a leader outside the ISR (may lose data)"),
-    Setting("replica.lag.time.max.ms", "int", 10000, "a follower not caught up for this long leaves the ISR", _positive, "> 0"),
+    Setting("replica.lag.time.max.ms", "long", 10000, "a follower not caught up for this long leaves the ISR", _positive, "> 0"),
     Setting("replica.fetch.max.bytes", "int", 1048576, "max bytes per partition in a replica fetch", _replica_fetch_bytes, _REPLICA_FETCH_BYTES_ALLOWED),
     Setting("replica.fetch.response.max.bytes", "int", 10485760, "max bytes in one replica fetch response", _replica_fetch_bytes, _REPLICA_FETCH_BYTES_ALLOWED),
     Setting("replica.fetch.wait.max.ms", "int", 500, "max wait of a replica fetch", _positive, "> 0"),
     Setting("replica.fetch.min.bytes", "int", 1, "min bytes of a replica fetch", _positive, "> 0"),
     Setting("replica.fetch.backoff.ms", "int", 200, "back-off after a replica fetch error", _non_negative, ">= 0"),
-    Setting("replica.high.watermark.checkpoint.interval.ms", "int", 5000, "how often HWs are checkpointed", _positive, "> 0"),
+    Setting("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "how often HWs are checkpointed", _positive, "> 0"),
     Setting("replica.selector.class", "str", "LeaderSelector", "who serves consumers (KIP-392): LeaderSelector, RackAwareReplicaSelector or a module.path.ClassName"),
     Setting("log.segment.bytes", "int", 1 << 30, "segment size before rolling", lambda v: v >= 1024, ">= 1024"),
-    Setting("log.roll.ms", "int", 7 * 24 * 3600 * 1000, "segment age before rolling", _positive, "> 0"),
+    Setting("log.roll.ms", "long", 7 * 24 * 3600 * 1000, "segment age before rolling", _positive, "> 0"),
     Setting("log.index.interval.bytes", "int", 4096, "bytes between offset index entries", _positive, "> 0"),
     Setting("log.open.files.max", "int", 4096, "segment files kept open at once (least recently used ones are closed, "
             "so idle partitions cost no file descriptor)", lambda v: v >= 2, ">= 2"),
-    Setting("log.retention.ms", "int", 7 * 24 * 3600 * 1000, "delete segments older than this (-1: never)", _minus_one_or_positive, "-1 or > 0"),
-    Setting("log.retention.bytes", "int", -1, "delete old segments past this size (-1: never)", _minus_one_or_positive, "-1 or > 0"),
-    Setting("log.retention.check.interval.ms", "int", 300000, "how often retention runs", _positive, "> 0"),
+    Setting("log.retention.ms", "long", 7 * 24 * 3600 * 1000, "delete segments older than this (-1: never)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.retention.bytes", "long", -1, "delete old segments past this size (-1: never)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.retention.check.interval.ms", "long", 300000, "how often retention runs", _positive, "> 0"),
     Setting("log.cleanup.policy", "str", "delete", "broker default of cleanup.policy: delete old segments, compact by key, or both",
             lambda v: parse_cleanup_policy(v) is not None, "delete, compact, or compact,delete"),
     Setting("log.cleaner.enable", "bool", True, "run the log cleaner (compaction of cleanup.policy=compact topics)"),
     Setting("log.cleaner.threads", "int", 1, "cleaning passes at once, each in its own worker process", _positive, "> 0"),
-    Setting("log.cleaner.dedupe.buffer.size", "int", 128 * 1024 * 1024, "memory of the cleaners' offset maps, shared by the threads",
+    Setting("log.cleaner.dedupe.buffer.size", "long", 128 * 1024 * 1024, "memory of the cleaners' offset maps, shared by the threads",
             lambda v: v >= DEDUPE_BUFFER_BYTES_MIN, f">= {DEDUPE_BUFFER_BYTES_MIN} per cleaner thread"),
     Setting("log.cleaner.io.max.bytes.per.second", "float", 1.7976931348623157e308, "cleaner read+write rate limit, shared by the threads (default: none)",
             lambda v: v > 0, "> 0"),
-    Setting("log.cleaner.backoff.ms", "int", 15000, "cleaner sleep when no log needs cleaning", _non_negative, ">= 0"),
-    Setting("log.cleaner.delete.retention.ms", "int", 24 * 3600 * 1000, "broker default of delete.retention.ms", _non_negative, ">= 0"),
+    Setting("log.cleaner.backoff.ms", "long", 15000, "cleaner sleep when no log needs cleaning", _non_negative, ">= 0"),
+    Setting("log.cleaner.delete.retention.ms", "long", 24 * 3600 * 1000, "broker default of delete.retention.ms", _non_negative, ">= 0"),
     Setting("log.cleaner.min.cleanable.ratio", "float", 0.5, "broker default of min.cleanable.dirty.ratio", _ratio, "0..1"),
-    Setting("log.cleaner.min.compaction.lag.ms", "int", 0, "broker default of min.compaction.lag.ms", _non_negative, ">= 0"),
-    Setting("log.flush.interval.messages", "int", -1, "fsync after this many messages (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
-    Setting("log.flush.interval.ms", "int", -1, "fsync at least this often (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.cleaner.min.compaction.lag.ms", "long", 0, "broker default of min.compaction.lag.ms", _non_negative, ">= 0"),
+    Setting("log.flush.interval.messages", "long", -1, "fsync after this many messages (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
+    Setting("log.flush.interval.ms", "long", -1, "fsync at least this often (-1: leave it to the OS)", _minus_one_or_positive, "-1 or > 0"),
     Setting("message.max.bytes", "int", 1048588, "largest record batch accepted", _record_batch_bytes, _RECORD_BATCH_BYTES_ALLOWED),
     Setting("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", _positive, "> 0"),
     Setting("max.in.flight.requests.per.connection", "int", 100, "requests read ahead per client connection", _positive, "> 0"),
@@ -253,16 +253,17 @@ _SETTINGS: tuple[Setting, ...] = (
             "session expires"),
     Setting("controlled.shutdown.enable", "bool", True, "move leaderships away before stopping on SIGTERM"),
     Setting("controlled.shutdown.max.retries", "int", 3, "attempts of controlled shutdown", _positive, "> 0"),
-    Setting("controlled.shutdown.retry.backoff.ms", "int", 1000, "back-off between attempts", _non_negative, ">= 0"),
+    Setting("controlled.shutdown.retry.backoff.ms", "long", 1000, "back-off between attempts", _non_negative, ">= 0"),
     Setting("auto.leader.rebalance.enable", "bool", True, "periodically move leadership back to preferred replicas"),
-    Setting("leader.imbalance.check.interval.seconds", "int", 300, "how often imbalance is checked", _positive, "> 0"),
+    Setting("leader.imbalance.check.interval.seconds", "long", 300, "how often imbalance is checked", _positive, "> 0"),
     Setting("leader.imbalance.per.broker.percentage", "int", 10, "imbalance that triggers a rebalance", lambda v: 0 <= v <= 100, "0..100"),
     Setting("producer.id.block.size", "int", 1000, "producer ids reserved per ZooKeeper round trip", _positive, "> 0"),
     Setting("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets, fixed when it is created", _positive, "> 0"),
-    Setting("offsets.topic.replication.factor", "int", 3, "replication factor of __consumer_offsets (at most the live brokers)", _positive, "> 0"),
+    Setting("offsets.topic.replication.factor", "int", 3, "replication factor of __consumer_offsets (at most the live brokers)",
+            lambda v: 0 < v <= 32767, "1..32767 (Kafka's SHORT type)"),
     Setting("offsets.topic.segment.bytes", "int", 100 * 1024 * 1024, "segment size of __consumer_offsets", lambda v: v >= 1024, ">= 1024"),
     Setting("offsets.retention.minutes", "int", 10080, "committed offsets of an empty group expire after this", _positive, "> 0"),
-    Setting("offsets.retention.check.interval.ms", "int", 600000, "how often expired offsets are removed", _positive, "> 0"),
+    Setting("offsets.retention.check.interval.ms", "long", 600000, "how often expired offsets are removed", _positive, "> 0"),
     Setting("offsets.commit.timeout.ms", "int", 5000, "how long an offset commit or group write waits for the ISR", _positive, "> 0"),
     Setting("offsets.load.buffer.size", "int", 5 * 1024 * 1024, "bytes read at a time when loading an offsets partition", _positive, "> 0"),
     Setting("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset", _non_negative, ">= 0"),
@@ -271,9 +272,9 @@ _SETTINGS: tuple[Setting, ...] = (
     Setting("group.max.size", "int", 2147483647, "most members in one consumer group", _positive, "> 0"),
     Setting("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance of an empty group",
             _non_negative, ">= 0"),
-    Setting("leader.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+    Setting("leader.replication.throttled.rate", "long", THROTTLE_UNLIMITED,
             "bytes/s a leader serves to replicas being added (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
-    Setting("follower.replication.throttled.rate", "int", THROTTLE_UNLIMITED,
+    Setting("follower.replication.throttled.rate", "long", THROTTLE_UNLIMITED,
             "bytes/s a follower being added fetches (a reassignment's own rate when not set; dynamic)", _positive, "> 0"),
     Setting("purgatory.max.size", "int", 100000, "max delayed operations per purgatory", _positive, "> 0"),
     Setting("inter.broker.secret", "str", "",
@@ -296,15 +297,15 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in _SETTINGS}
 TOPIC_CONFIGS: Mapping[str, str] = {
     "min.insync.replicas": "int",
     "unclean.leader.election.enable": "bool",
-    "retention.ms": "int",
-    "retention.bytes": "int",
+    "retention.ms": "long",
+    "retention.bytes": "long",
     "segment.bytes": "int",
-    "segment.ms": "int",
+    "segment.ms": "long",
     "max.message.bytes": "int",
     "cleanup.policy": "str",
-    "delete.retention.ms": "int",
+    "delete.retention.ms": "long",
     "min.cleanable.dirty.ratio": "float",
-    "min.compaction.lag.ms": "int",
+    "min.compaction.lag.ms": "long",
 }
 
 # Checks of topic config values, with what is allowed (the error names the key).
@@ -322,12 +323,25 @@ _TOPIC_CHECKS: Mapping[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+# The range of Kafka's INT and LONG config types: an INT config is stored and sent as 32
+# bits (log/index.py keeps segment positions as int32, so a segment.bytes past INT_MAX
+# would fail every append once the segment reached 2 GiB).
+INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
+_INT_RANGES = {"int": INT_RANGE, "long": LONG_RANGE}
+
+
 def _coerce(name: str, kind: str, raw: Any) -> Any:
     try:
-        if kind == "int":
+        if kind in _INT_RANGES:
             if isinstance(raw, bool):
                 raise ValueError
-            return int(str(raw).strip()) if not isinstance(raw, int) else raw
+            value = int(str(raw).strip()) if not isinstance(raw, int) else raw
+            low, high = _INT_RANGES[kind]
+            if not low <= value <= high:
+                raise ConfigError(f"config key {name!r}: bad value {raw!r}, expected an integer from {low} to {high} "
+                                  f"(Kafka's {kind.upper()} type)")
+            return value
         if kind == "float":
             return float(raw)
         if kind == "bool":
@@ -350,7 +364,7 @@ def _coerce(name: str, kind: str, raw: Any) -> Any:
             return items
         return str(raw)
     except (TypeError, ValueError):
-        allowed = {"int": "an integer", "float": "a number", "bool": "true or false", "list": "a non-empty comma-separated list"}.get(kind, "a string")
+        allowed = {"int": "an integer", "long": "an integer", "float": "a number", "bool": "true or false", "list": "a non-empty comma-separated list"}.get(kind, "a string")
         raise ConfigError(f"config key {name!r}: bad value {raw!r}, expected {allowed}") from None
 
 

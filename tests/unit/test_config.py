@@ -179,3 +179,33 @@ def test_group_coordinator_configs_are_validated():
             BrokerConfig({"broker.id": 1, key: bad})
     with pytest.raises(ConfigError, match=r"group\.min\.session\.timeout\.ms.*group\.max\.session\.timeout\.ms"):
         BrokerConfig({"broker.id": 1, "group.min.session.timeout.ms": 10_000, "group.max.session.timeout.ms": 5_000})
+
+
+@pytest.mark.parametrize("key, value", [
+    ("segment.bytes", "2147483648"),  # log/index.py keeps positions as int32: every append failed at 2 GiB
+    ("segment.bytes", "4294967296"),
+    ("max.message.bytes", "2147483648"),
+    ("min.insync.replicas", str(1 << 40)),
+    ("retention.ms", str(1 << 63)),  # LONG: 64 bits
+])
+def test_topic_configs_are_bounded_by_kafkas_int_and_long_types(key, value):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*expected an integer from"):
+        validate_topic_config({key: value})
+
+
+def test_int_topic_configs_accept_int_max_and_long_ones_long_max():
+    assert validate_topic_config({"segment.bytes": "2147483647", "retention.ms": str((1 << 63) - 1)}) == {
+        "segment.bytes": "2147483647", "retention.ms": str((1 << 63) - 1)}
+
+
+@pytest.mark.parametrize("key, value", [
+    # (message.max.bytes and the replica fetch sizes have a lower bound: one inter-broker frame)
+    ("log.segment.bytes", 1 << 31), ("min.insync.replicas", 1 << 31),
+    ("offsets.topic.segment.bytes", 1 << 31), ("socket.request.max.bytes", 1 << 31),
+    ("log.retention.bytes", 1 << 63), ("leader.replication.throttled.rate", 1 << 63),
+    ("offsets.topic.replication.factor", 1 << 15),  # Kafka's SHORT
+])
+def test_broker_settings_are_bounded_by_kafkas_types(key, value):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        BrokerConfig({"broker.id": 1, key: value})
+    assert BrokerConfig({"broker.id": 1, key: value - 1})[key] == value - 1

@@ -178,3 +178,11 @@ def test_config_znodes_round_trip_in_kafkas_layout():
         codec.decode_config_change(b'{"version":2,"entity_path":"users/"}', "/config/changes/config_change_0000000004")
     with pytest.raises(ZnodeDecodeError):
         codec.decode_entity_config(b'{"version":1,"config":{"a":1}}', "/config/topics/t")
+
+
+def test_dynamic_log_segment_bytes_is_bounded_by_int32():
+    with pytest.raises(dc.InvalidConfig, match="log.segment.bytes.*2147483647"):
+        dc.validate_broker_overrides({"log.segment.bytes": "4294967296"})
+    with pytest.raises(dc.InvalidConfig, match="segment.bytes.*2147483647"):
+        dc.validate_topic_overrides({"segment.bytes": "2147483648"})
+    assert dc.validate_broker_overrides({"log.segment.bytes": "2147483647"}) == {"log.segment.bytes": "2147483647"}
