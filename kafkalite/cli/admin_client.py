@@ -12,11 +12,13 @@ is one line fit for stderr. Anything else is a bug and raises as it is.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +76,8 @@ def resolve_bootstrap(value: str | None) -> str:
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
-    """'h1:p1,h2:p2' -> [(h1, p1), (h2, p2)]; raises ValueError naming the bad entry."""
+    """'h1:p1,h2:p2' -> [(h1, p1), (h2, p2)]; raises ValueError naming the bad entry (also
+    a host name the resolver cannot take: an empty label, one over 63 characters)."""
     servers = []
     for item in (s.strip() for s in text.split(",")):
         if not item:
@@ -82,10 +85,53 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
         host, sep, port = item.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"bad bootstrap server {item!r}; expected host:port")
-        servers.append((host.strip("[]"), int(port)))
+        host = host.strip("[]")
+        problem = host_name_problem(host)
+        if problem:
+            raise ValueError(f"bad bootstrap server {item!r}: {problem}")
+        servers.append((host, int(port)))
     if not servers:
         raise ValueError("no bootstrap server given")
     return servers
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why `host` cannot be looked up (None if it can): socket's resolver encodes a name
+    with the idna codec, which raises UnicodeError (not OSError) for an empty label
+    (`broker1..example.com`) or one longer than 63 characters."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return f"bad host name {host!r} (empty label, or a label over 63 characters)"
+    return None
+
+
+# The range of each Kafka protocol integer type, for command-line values that go on the wire.
+INT16_RANGE = (-(1 << 15), (1 << 15) - 1)
+INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
+
+
+def wire_int(wire_range: tuple[int, int], wire_type: str) -> Callable[[str], int]:
+    """An argparse `type` for an integer sent as `wire_type`: a value it cannot hold is a
+    usage error (exit 2) naming the range, not a struct.error when the request is encoded."""
+    low, high = wire_range
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({wire_type}: {low}..{high})")
+        return value
+
+    return parse
+
+
+int16_arg = wire_int(INT16_RANGE, "int16")
+int32_arg = wire_int(INT32_RANGE, "int32")
+int64_arg = wire_int(INT64_RANGE, "int64")
 
 
 def error_name(code: int) -> str:
@@ -149,18 +195,31 @@ class ClusterMetadata:
         return next((b for b in self.brokers if b.id == broker_id), None)
 
 
+def encode_request_or_fail(api: ApiKey, version: int, correlation_id: int, body: dict) -> bytes:
+    """The request's bytes; AdminError when a value does not fit its field (a topic name
+    over 32767 bytes, a number too big for its integer type): the codec raises
+    struct.error or ValueError, which a user's input must not turn into a traceback."""
+    try:
+        return encode_request(api, version, correlation_id, CLIENT_ID, body)
+    except (struct.error, ValueError, OverflowError) as e:
+        raise AdminError(f"cannot send {api.name}: a value does not fit the Kafka protocol ({e})") from None
+
+
 class _Connection:
     """One blocking socket to one broker; one request at a time."""
 
     def __init__(self, host: str, port: int, timeout_ms: int):
         self.address = f"{host}:{port}"
+        problem = host_name_problem(host)  # a broker may advertise a name the resolver refuses
+        if problem:
+            raise OSError(problem)
         # TLS and SASL as --command-config says (plain TCP without one)
         self.sock = client_security.connect(host, port, CONNECT_TIMEOUT_MS / 1000, timeout_ms / 1000, CLIENT_ID)
         self._correlation_ids = itertools.count(1)
 
     def request(self, api: ApiKey, version: int, body: dict) -> dict:
         correlation_id = next(self._correlation_ids)
-        self.sock.sendall(encode_request(api, version, correlation_id, CLIENT_ID, body))
+        self.sock.sendall(encode_request_or_fail(api, version, correlation_id, body))
         (size,) = _LENGTH.unpack(self._read_exactly(_LENGTH.size))
         if not 0 < size <= RESPONSE_BYTES_MAX:
             raise OSError(f"bad response size {size}")

@@ -41,6 +41,8 @@ from kafkalite.cli.admin_client import (
     AdminError,
     add_bootstrap_argument,
     fail,
+    int32_arg,
+    int64_arg,
     resolve_bootstrap,
 )
 
@@ -63,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("topic")
     p.add_argument("--acks", choices=["all", "1", "0"], default="all", help="default all")
     p.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
-    p.add_argument("--partition", type=int, help="send every message to this partition")
+    p.add_argument("--partition", type=int32_arg, help="send every message to this partition")
     add_bootstrap_argument(p)
     p.set_defaults(func=run_produce)
 
@@ -71,8 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("topic")
     start = c.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    start.add_argument("--offset", type=int, metavar="N", help="start at offset N of each partition")
-    c.add_argument("--partition", type=int, help="read only this partition (default: all)")
+    start.add_argument("--offset", type=int64_arg, metavar="N", help="start at offset N of each partition")
+    c.add_argument("--partition", type=int32_arg, help="read only this partition (default: all)")
     c.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
     c.add_argument("--timeout-ms", type=int, metavar="T",
                    help="stop when nothing arrived for T ms (default 5000, or 30000 with --max-messages; 0 = never)")
@@ -133,13 +135,16 @@ def run_produce(args: argparse.Namespace) -> int:
     extra = {} if args.partition is None else {"partition": args.partition}
     for raw in sys.stdin.buffer:
         key, value = split_line(raw.rstrip(b"\n").rstrip(b"\r"), separator)
+        sent += 1
         while True:
             try:
                 producer.produce(args.topic, value=value, key=key, on_delivery=on_delivery, **extra)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
-        sent += 1
+            except KafkaException as e:  # refused before sending (MSG_SIZE_TOO_LARGE: a line over message.max.bytes)
+                failures.append(e.args[0].str())
+                break
         producer.poll(0)
     undelivered = producer.flush(MESSAGE_TIMEOUT_MS / 1000 + 5)
     failed = len(failures) + undelivered

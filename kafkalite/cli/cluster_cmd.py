@@ -27,6 +27,7 @@ from kafkalite.cli.admin_client import (
     console_for_tables,
     error_name,
     fail,
+    int32_arg,
     resolve_bootstrap,
 )
 from kafkalite.protocol.errors import ErrorCode
@@ -42,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     elect = sub.add_parser("elect-leaders", help="move leadership back to the preferred replicas")
     elect.add_argument("--topic", help="only this topic's partitions (default: all topics)")
-    elect.add_argument("--partition", type=int, help="only this partition (needs --topic)")
+    elect.add_argument("--partition", type=int32_arg, help="only this partition (needs --topic)")
     add_bootstrap_argument(elect)
     elect.set_defaults(func=run_elect_leaders)
 

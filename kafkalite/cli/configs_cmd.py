@@ -26,6 +26,7 @@ from kafkalite.cli.admin_client import (
     add_bootstrap_argument,
     console_for_tables,
     fail,
+    int32_arg,
     resolve_bootstrap,
 )
 from kafkalite.cli.topics_cmd import parse_configs
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _add_resource(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", metavar="TOPIC")
-    which.add_argument("--broker", type=int, metavar="ID")
+    which.add_argument("--broker", type=int32_arg, metavar="ID")
     which.add_argument("--broker-defaults", action="store_true", help="the cluster-wide dynamic broker defaults")
     add_bootstrap_argument(p)
 

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kafkalite.cli.admin_client import AdminError, add_bootstrap_argument, console_for_tables, counted, fail, resolve_bootstrap
+from kafkalite.cli.admin_client import (
+    AdminError,
+    add_bootstrap_argument,
+    console_for_tables,
+    counted,
+    fail,
+    int64_arg,
+    resolve_bootstrap,
+)
 from kafkalite.cli.group_admin import EARLIEST_TIMESTAMP, INACTIVE_STATES, LATEST_TIMESTAMP, NO_OFFSET, TP, GroupAdminClient
 
 COMMAND = "groups reset-offsets"
@@ -43,7 +51,7 @@ def add_parser(gsub: argparse._SubParsersAction) -> None:
     to = r.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N, clamped to [log start, log end]")
+    to.add_argument("--to-offset", type=int64_arg, metavar="N", help="offset N, clamped to [log start, log end]")
     to.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time, e.g. 2024-05-01T12:00:00Z")
     r.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     r.add_argument("--json", action="store_true", help="machine-readable output")

@@ -29,6 +29,8 @@ from kafkalite.cli.admin_client import (
     console_for_tables,
     error_name,
     fail,
+    int32_arg,
+    int64_arg,
     resolve_bootstrap,
 )
 from kafkalite.protocol.errors import ErrorCode
@@ -46,10 +48,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rsub = p.add_subparsers(dest="records_command", required=True)
     delete = rsub.add_parser("delete", help="move a partition's log start up: records below it are deleted")
     delete.add_argument("--topic", required=True)
-    delete.add_argument("--partition", type=int, required=True)
-    delete.add_argument("--before", type=int, required=True, metavar="OFFSET",
+    delete.add_argument("--partition", type=int32_arg, required=True)
+    delete.add_argument("--before", type=int64_arg, required=True, metavar="OFFSET",
                         help="the new log start; records below it go (-1: the high watermark, i.e. everything readable)")
-    delete.add_argument("--timeout-ms", type=int, default=30_000,
+    delete.add_argument("--timeout-ms", type=int32_arg, default=30_000,
                         help="how long the leader waits for the in-sync replicas to follow (default 30000)")
     add_bootstrap_argument(delete)
     delete.set_defaults(func=run_delete)

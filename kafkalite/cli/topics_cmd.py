@@ -37,6 +37,8 @@ from kafkalite.cli.admin_client import (
     add_bootstrap_argument,
     console_for_tables,
     fail,
+    int16_arg,
+    int32_arg,
     resolve_bootstrap,
 )
 from kafkalite.cli.zk_session import add_zookeeper_argument, resolve_zookeeper, zookeeper
@@ -48,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     create = tsub.add_parser("create", help="create a topic")
     create.add_argument("name")
-    create.add_argument("--partitions", type=int, required=True)
-    create.add_argument("--replication-factor", type=int, required=True)
+    create.add_argument("--partitions", type=int32_arg, required=True)
+    create.add_argument("--replication-factor", type=int16_arg, required=True)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic config override (repeatable), e.g. min.insync.replicas=2")
     create.add_argument("--stall-timeout", type=float, default=LEADERS_STALL_TIMEOUT_S, metavar="SECONDS",
@@ -72,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     alter = tsub.add_parser("alter", help="add partitions (or remove the highest ones, with --force)")
     alter.add_argument("name")
-    alter.add_argument("--partitions", type=int, required=True, help="the new partition count")
+    alter.add_argument("--partitions", type=int32_arg, required=True, help="the new partition count")
     alter.add_argument("--force", action="store_true", help="needed to remove partitions (their data is deleted)")
     add_zookeeper_argument(alter)  # removals go through ZooKeeper
     alter.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the new layout (default 30)")

@@ -241,3 +241,89 @@ def test_topics_create_gives_up_after_the_stall_timeout_without_progress():
     with pytest.raises(AdminError, match="2 of its 4 partitions still have no leader"):
         admin.wait_for_leaders("t", 4, stall_timeout_s=30, clock=clock, sleep=clock.sleep)
     assert 30 < clock.now < 32
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["topics", "create", "x", "--partitions", "1", "--replication-factor", "40000"], "--replication-factor: 40000 is out of range (int16"),
+    (["topics", "create", "x", "--partitions", "3000000000", "--replication-factor", "1"], "--partitions: 3000000000 is out of range (int32"),
+    (["topics", "alter", "x", "--partitions", "3000000000"], "--partitions: 3000000000 is out of range (int32"),
+    (["records", "delete", "--topic", "a", "--partition", "0", "--before", str(1 << 63)], "--before: 9223372036854775808 is out of range"),
+    (["records", "delete", "--topic", "a", "--partition", "0", "--before", "5", "--timeout-ms", "3000000000"], "--timeout-ms: 3000000000"),
+    (["consume", "a", "--offset", str(1 << 63)], "--offset: 9223372036854775808 is out of range"),
+])
+def test_numbers_too_big_for_their_wire_type_are_usage_errors(capsys, broker, argv, says):
+    """They were a struct.error traceback from the codec, exit 1."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv + ["--bootstrap", f"127.0.0.1:{broker.port}"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not [api for api, _, _ in broker.requests if api != ApiKey.METADATA]
+
+
+def test_a_topic_name_the_codec_cannot_encode_is_one_line_not_a_traceback(capsys, broker):
+    name = "a" * 40000  # a string field is at most 32767 bytes: the codec raised ValueError
+    boot = f"127.0.0.1:{broker.port}"
+    assert main(["topics", "describe", name, "--bootstrap", boot]) == 1
+    assert main(["topics", "create", name, "--partitions", "1", "--replication-factor", "1", "--bootstrap", boot]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert all("does not fit the Kafka protocol" in line and "exceeds int16" in line for line in err)
+    with AdminClient(boot) as admin, pytest.raises(AdminError, match="cannot send METADATA"):
+        admin.metadata([name])
+
+
+@pytest.mark.parametrize("host", ["broker1..example.com", "a" * 64 + ".example.com"])
+def test_a_host_name_the_resolver_refuses_is_a_bad_bootstrap_server(capsys, host):
+    """socket's idna encoding raised UnicodeError (a traceback; from kazoo's thread for --zookeeper)."""
+    with pytest.raises(ValueError, match="bad host name"):
+        parse_bootstrap(f"{host}:9092")
+    assert main(["topics", "list", "--bootstrap", f"{host}:9092"]) == 1
+    assert main(["users", "list", "--zookeeper", f"{host}:2181"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert all("bad host name" in line for line in err)
+
+
+def test_a_broker_advertising_a_host_name_the_resolver_refuses_counts_as_unreachable():
+    from kafkalite.cli.admin_client import _Connection
+
+    with pytest.raises(OSError, match="bad host name"):
+        _Connection("broker1..example.com", 9092, 1000)
+
+
+class _FakeProducer:
+    """confluent_kafka.Producer refusing values over 1 MB as librdkafka does (MSG_SIZE_TOO_LARGE)."""
+
+    def __init__(self, config):
+        self.sent = []
+
+    def produce(self, topic, value=None, key=None, on_delivery=None, **kw):
+        from confluent_kafka import KafkaError, KafkaException
+
+        if len(value) > 1_000_000:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Unable to produce message: Broker: Message size too large"))
+        self.sent.append(value)
+        on_delivery(None, None)
+
+    def poll(self, timeout):
+        return 0
+
+    def flush(self, timeout):
+        return 0
+
+
+def test_produce_counts_a_line_over_the_message_size_as_failed_and_exits_1(monkeypatch, capsys):
+    """librdkafka's KafkaException escaped as a traceback (only BufferError was caught)."""
+    import io
+
+    import confluent_kafka
+
+    from kafkalite.cli import client_cmds
+
+    monkeypatch.setattr(confluent_kafka, "Producer", _FakeProducer)
+    monkeypatch.setattr(client_cmds, "_partitions", lambda *a: [0])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"small\n" + b"x" * 1_100_000 + b"\nafter\n")))
+    assert main(["produce", "t", "--bootstrap", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kafkalite produce: 1 of 3 messages failed: Unable to produce message: Broker: Message size too large"]
