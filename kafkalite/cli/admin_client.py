@@ -3,7 +3,8 @@
 Requests are encoded and responses decoded with kafkalite.protocol.codec over a plain
 blocking socket with timeouts; no asyncio, no threads. Metadata goes to the first bootstrap
 server that answers; CreateTopics, DeleteTopics and ElectLeaders go to the controller named
-by Metadata (as Kafka's admin client does), falling back to any broker.
+by Metadata (as Kafka's admin client does), falling back to any broker when it cannot be
+reached (not when it was sent the request but did not answer: see `_request_any`).
 
 Every failure a user can cause or meet (nothing listening, unknown topic, topic exists, a
 replication factor the cluster cannot hold, a bad config) is an ``AdminError`` whose message
@@ -265,10 +266,17 @@ class AdminClient:
 
     # -- transport ----------------------------------------------------------------------
     def _request_to(self, address: tuple[str, int], api: ApiKey, version: int, body: dict) -> dict:
+        return self._request_on(address, self._connect(address), api, version, body)
+
+    def _connect(self, address: tuple[str, int]) -> _Connection:
+        """The connection to `address`, opened if needed; an error here means nothing was sent."""
         conn = self._connections.get(address)
+        if conn is None:
+            conn = self._connections[address] = _Connection(*address, self.request_timeout_ms + SOCKET_SLACK_MS)
+        return conn
+
+    def _request_on(self, address: tuple[str, int], conn: _Connection, api: ApiKey, version: int, body: dict) -> dict:
         try:
-            if conn is None:
-                conn = self._connections[address] = _Connection(*address, self.request_timeout_ms + SOCKET_SLACK_MS)
             return conn.request(api, version, body)
         except (OSError, KafkaliteError):
             self._drop(address)
@@ -287,14 +295,26 @@ class AdminClient:
         if conn is not None:
             conn.close()
 
-    def _request_any(self, api: ApiKey, version: int, body: dict, first: tuple[str, int] | None = None) -> dict:
-        """Try ``first`` (the controller), then every bootstrap server in turn."""
+    def _request_any(self, api: ApiKey, version: int, body: dict, first: tuple[str, int] | None = None,
+                     *, idempotent: bool = True) -> dict:
+        """Try ``first`` (the controller), then every bootstrap server in turn. A request
+        that is not `idempotent` (CreateTopics, DeleteTopics, CreatePartitions) goes to the
+        next one only if it could not be sent: once sent, a broker that timed out may be
+        carrying it out, and sent again it would come back "already exists" (or "unknown
+        topic") while the first one succeeds."""
         order = ([first] if first else []) + [s for s in self.servers if s != first]
         last: Exception | None = None
         for address in order:
             try:
-                return self._request_to(address, api, version, body)
+                conn = self._connect(address)
             except (OSError, KafkaliteError) as e:
+                last = e
+                continue
+            try:
+                return self._request_on(address, conn, api, version, body)
+            except (OSError, KafkaliteError) as e:
+                if not idempotent:
+                    raise _unanswered(api, conn.address, e) from None
                 last = e
         assert last is not None
         if isinstance(last, (socket.timeout, TimeoutError)):
@@ -340,7 +360,8 @@ class AdminClient:
                         "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
             "timeout_ms": self.request_timeout_ms, "validate_only": False,
         }
-        response = self._request_any(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, self._controller_address())
+        response = self._request_any(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body, self._controller_address(),
+                                     idempotent=False)
         for t in response["topics"]:
             code = t["error_code"]
             if code == ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -384,7 +405,8 @@ class AdminClient:
 
     def delete_topic(self, name: str) -> None:
         body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
-        response = self._request_any(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION, body, self._controller_address())
+        response = self._request_any(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION, body, self._controller_address(),
+                                     idempotent=False)
         for r in response["responses"]:
             code = r["error_code"]
             if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -400,7 +422,8 @@ class AdminClient:
         broker, continuing the topic's round robin."""
         body = {"topics": [{"name": name, "count": count, "assignments": None}],
                 "timeout_ms": self.request_timeout_ms, "validate_only": False}
-        response = self._request_any(ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION, body, self._controller_address())
+        response = self._request_any(ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION, body, self._controller_address(),
+                                     idempotent=False)
         for r in response["results"]:
             if r["error_code"] != 0:
                 raise AdminError(r["error_message"] or error_name(r["error_code"]))
@@ -457,6 +480,14 @@ class AdminClient:
         (result,) = response["responses"]
         if result["error_code"] != 0:
             raise AdminError(result["error_message"] or error_name(result["error_code"]))
+
+
+def _unanswered(api: ApiKey, address: str, error: Exception) -> NoBrokerError:
+    """A non-idempotent request sent to `address` whose answer never came. "timed out" in
+    the message is what `topics create` waits for leaders on."""
+    if isinstance(error, (socket.timeout, TimeoutError)):
+        return NoBrokerError(f"no answer from the broker at {address} to {api.name} (timed out); it may still be carried out")
+    return NoBrokerError(f"the broker at {address} did not answer {api.name} ({error}); it may have been carried out")
 
 
 # -- glue shared by the CLI modules --------------------------------------------------------

@@ -327,3 +327,99 @@ def test_produce_counts_a_line_over_the_message_size_as_failed_and_exits_1(monke
     assert main(["produce", "t", "--bootstrap", "127.0.0.1:1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["kafkalite produce: 1 of 3 messages failed: Unable to produce message: Broker: Message size too large"]
+
+
+
+class _SlowController:
+    """Two brokers: the controller takes CreateTopics, DeleteTopics and CreatePartitions
+    without answering in time (it is carrying them out); the other answers them as the
+    topic then is: already created, already deleted. Metadata from either shows topic x
+    with its partition led, the controller at `controller_port` (default: its own)."""
+
+    def __init__(self, controller_port: int | None = None):
+        self.release = threading.Event()
+        self.slow = FakeBroker(lambda api, body: self._answer(api, body, slow=True))
+        self.other = FakeBroker(lambda api, body: self._answer(api, body, slow=False))
+        self.controller_port = controller_port or self.slow.port
+
+    def _answer(self, api: int, body: dict, *, slow: bool) -> dict:
+        if api == ApiKey.METADATA:
+            return {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.controller_port, "rack": None},
+                                {"node_id": 2, "host": "127.0.0.1", "port": self.other.port, "rack": None}],
+                    "cluster_id": "c", "controller_id": 1, "topics": [
+                        {"error_code": 0, "name": t["name"], "partitions": [
+                            {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+                             "isr_nodes": [1], "offline_replicas": []}]} for t in body["topics"] or []]}
+        if slow:
+            self.release.wait(10)
+        if api == ApiKey.CREATE_TOPICS:
+            code = 0 if slow else int(ErrorCode.TOPIC_ALREADY_EXISTS)
+            return {"topics": [{"name": "x", "error_code": code, "error_message": None}]}
+        if api == ApiKey.DELETE_TOPICS:
+            code = 0 if slow else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return {"responses": [{"name": "x", "error_code": code}]}
+        if api == ApiKey.CREATE_PARTITIONS:
+            code = 0 if slow else int(ErrorCode.INVALID_PARTITIONS)
+            return {"results": [{"name": "x", "error_code": code, "error_message": None if slow else "x has 2 partitions"}]}
+        raise AssertionError(api)
+
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.slow.port},127.0.0.1:{self.other.port}"
+
+    def sent(self, broker: FakeBroker, api: int) -> int:
+        return sum(1 for a, _, _ in broker.requests if a == api)
+
+    def close(self) -> None:
+        self.release.set()
+        self.slow.close()
+        self.other.close()
+
+
+@pytest.fixture
+def slow_controller(monkeypatch):
+    from kafkalite.cli import admin_client
+
+    monkeypatch.setattr(admin_client, "SOCKET_SLACK_MS", 0)
+    cluster = _SlowController()
+    yield cluster
+    cluster.close()
+
+
+@pytest.mark.parametrize("api, call", [
+    (ApiKey.CREATE_TOPICS, lambda admin: admin.create_topic("x", 1, 1)),
+    (ApiKey.DELETE_TOPICS, lambda admin: admin.delete_topic("x")),
+    (ApiKey.CREATE_PARTITIONS, lambda admin: admin.create_partitions("x", 2)),
+], ids=["create-topics", "delete-topics", "create-partitions"])
+def test_a_request_that_timed_out_is_not_sent_again_to_another_broker(slow_controller, api, call):
+    """It was: the second broker answered "already exists" (or "unknown topic") while the
+    controller was carrying out the first."""
+    with AdminClient(slow_controller.bootstrap(), request_timeout_ms=300) as admin:
+        with pytest.raises(NoBrokerError, match=f"at 127.0.0.1:{slow_controller.slow.port} to {api.name} \\(timed out\\)"):
+            call(admin)
+    assert slow_controller.sent(slow_controller.slow, api) == 1
+    assert slow_controller.sent(slow_controller.other, api) == 0
+
+
+def test_topics_create_that_timed_out_waits_for_leaders_instead_of_saying_already_exists(slow_controller, capsys, monkeypatch):
+    """The CLI's fallback for a creation outlasting the request (wait for the leaders) was
+    never reached: rc 1, "topic 'x' already exists"."""
+    monkeypatch.setitem(AdminClient.__init__.__kwdefaults__, "request_timeout_ms", 300)
+    rc = main(["topics", "create", "x", "--partitions", "1", "--replication-factor", "1", "--bootstrap", slow_controller.bootstrap()])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "waiting for every partition to have a leader" in err
+    assert out.strip() == "created topic x (1 partitions, replication factor 1)"
+
+
+def test_a_request_the_controller_could_not_be_sent_goes_to_another_broker(monkeypatch):
+    from kafkalite.cli import admin_client
+
+    monkeypatch.setattr(admin_client, "SOCKET_SLACK_MS", 0)
+    cluster = _SlowController(controller_port=free_port())  # the controller refuses connections
+    try:
+        with AdminClient(f"127.0.0.1:{cluster.other.port}", request_timeout_ms=300) as admin:
+            with pytest.raises(AdminError, match="already exists"):
+                admin.create_topic("x", 1, 1)
+        assert cluster.sent(cluster.other, ApiKey.CREATE_TOPICS) == 1
+    finally:
+        cluster.close()
