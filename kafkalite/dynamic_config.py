@@ -265,6 +265,25 @@ def apply_incremental(current: Mapping[str, str], alterations: Sequence[Alterati
     return out
 
 
+def check_deletions(resource_type: ResourceType, alterations: Sequence[Alteration]) -> None:
+    """A DELETE must name a config the resource can have an override of: a topic config, or
+    a dynamic broker config (InvalidConfig, Kafka's INVALID_CONFIG, naming it). Validating
+    only the overrides that remain let `--delete no.such.config` (or `broker.id`) succeed
+    as a no-op. A known config that is simply not set is no error here (DELETE is
+    idempotent, as in Kafka); `kafkalite configs alter` refuses it, as kafka-configs does."""
+    for a in alterations:
+        if a.op != AlterOp.DELETE:
+            continue
+        if resource_type == ResourceType.TOPIC and a.name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"unknown topic config {a.name!r}; allowed: {', '.join(sorted(TOPIC_CONFIGS))}")
+        if resource_type == ResourceType.BROKER:
+            if a.name not in SETTINGS:
+                raise InvalidConfig(f"unknown broker config {a.name!r}")
+            if a.name not in DYNAMIC_BROKER_CONFIGS:
+                raise InvalidConfig(f"broker config {a.name!r} is read-only: it can only be set in the broker's config file "
+                                    f"(dynamic ones: {', '.join(sorted(DYNAMIC_BROKER_CONFIGS))})")
+
+
 def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
     """A topic's complete overrides, normalised; InvalidConfig names the key."""
     try:

@@ -138,6 +138,8 @@ class ConfigApis:
     async def _plan(self, r: dict, incremental: bool) -> _Planned:
         rtype, name = r["resource_type"], r["resource_name"]
         alterations = dc.parse_alterations(r.get("configs") or [], incremental=incremental)
+        if rtype in (dc.ResourceType.TOPIC, dc.ResourceType.BROKER):
+            dc.check_deletions(dc.ResourceType(rtype), alterations)
         layers = self.broker.dynamic_configs.layers
         if rtype == dc.ResourceType.TOPIC:
             current = await self._topic_overrides(name)

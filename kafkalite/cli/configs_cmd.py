@@ -10,6 +10,8 @@ DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or
 DEFAULT_CONFIG. With --json: {"resource": {"type", "name"}, "configs": [{"name", "value",
 "source", "read_only", "sensitive"}]}. `alter` goes through the Kafka protocol
 (IncrementalAlterConfigs: SET and DELETE); the brokers apply it without a restart.
+`--delete` of a config the resource does not set is refused before anything is altered
+("Invalid config(s): NAME,...", exit 1), as kafka-configs refuses it.
 Exit codes: 0 ok, 1 the operation failed (one line on stderr), 2 usage error.
 """
 
@@ -112,6 +114,11 @@ def run_alter(args: argparse.Namespace) -> int:
         return fail("configs alter", f"{', '.join(both)}: both --set and --delete", 2)
     try:
         with AdminClient(resolve_bootstrap(args.bootstrap)) as admin:
+            if args.delete:  # as kafka-configs: deleting a config the entity does not set is an error
+                own = {c["name"] for c in admin.describe_configs(rtype, name) if c["source"] == _OWN_SOURCE[(rtype, name == "")]}
+                unset = [k for k in args.delete if k not in own]
+                if unset:
+                    return fail("configs alter", f"Invalid config(s): {','.join(unset)} (not set on {label}; nothing altered)")
             admin.incremental_alter_configs(rtype, name, sets, list(args.delete))
     except AdminError as e:
         return fail("configs alter", str(e))

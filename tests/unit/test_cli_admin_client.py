@@ -423,3 +423,31 @@ def test_a_request_the_controller_could_not_be_sent_goes_to_another_broker(monke
         assert cluster.sent(cluster.other, ApiKey.CREATE_TOPICS) == 1
     finally:
         cluster.close()
+
+
+def test_configs_alter_refuses_to_delete_a_config_the_topic_does_not_set(capsys):
+    """It printed "altered topic t: -no.such.config" (exit 0); kafka-configs says
+    "Invalid config(s): ..." and alters nothing."""
+    def handler(api: int, body: dict) -> dict:
+        if api == ApiKey.DESCRIBE_CONFIGS:
+            return {"results": [{"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t", "configs": [
+                {"name": "retention.ms", "value": "5", "read_only": False, "is_default": False, "config_source": 1,
+                 "is_sensitive": False, "synonyms": []},
+                {"name": "segment.bytes", "value": "1073741824", "read_only": False, "is_default": False, "config_source": 5,
+                 "is_sensitive": False, "synonyms": []}]}]}
+        if api == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {"responses": [{"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t"}]}
+        raise AssertionError(api)
+
+    fake = FakeBroker(handler)
+    try:
+        boot = f"127.0.0.1:{fake.port}"
+        argv = ["configs", "alter", "--topic", "t", "--bootstrap", boot]
+        assert main(argv + ["--set", "retention.ms=7", "--delete", "no.such.config", "--delete", "segment.bytes"]) == 1
+        assert capsys.readouterr().err.strip() == (
+            "kafkalite configs alter: Invalid config(s): no.such.config,segment.bytes (not set on topic t; nothing altered)")
+        assert not [api for api, _, _ in fake.requests if api == ApiKey.INCREMENTAL_ALTER_CONFIGS]
+        assert main(argv + ["--delete", "retention.ms"]) == 0
+        assert capsys.readouterr().out.strip() == "altered topic t: -retention.ms"
+    finally:
+        fake.close()

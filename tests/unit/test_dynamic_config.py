@@ -186,3 +186,47 @@ def test_dynamic_log_segment_bytes_is_bounded_by_int32():
     with pytest.raises(dc.InvalidConfig, match="segment.bytes.*2147483647"):
         dc.validate_topic_overrides({"segment.bytes": "2147483648"})
     assert dc.validate_broker_overrides({"log.segment.bytes": "2147483647"}) == {"log.segment.bytes": "2147483647"}
+
+
+def _config_apis(topic_overrides: dict[str, str]):
+    """ConfigApis over a stand-in broker: ZooKeeper holds topic t with `topic_overrides`
+    and no dynamic broker configs."""
+    from types import SimpleNamespace
+
+    from kafkalite.broker.config_apis import ConfigApis
+
+    zk = SimpleNamespace(get_topic_assignment=lambda topic: (SimpleNamespace(config=topic_overrides), 0) if topic == "t" else None,
+                         get_entity_config=lambda path: {})
+    broker = SimpleNamespace(broker_id=1, zk=zk, dynamic_configs=SimpleNamespace(layers=layers()))
+    return ConfigApis(broker, lambda topic: None)
+
+
+@pytest.mark.parametrize("rtype, name, delete, says", [
+    (dc.ResourceType.TOPIC, "t", "no.such.config", "unknown topic config 'no.such.config'"),
+    (dc.ResourceType.TOPIC, "t", "log.retention.ms", "unknown topic config 'log.retention.ms'"),  # a broker name
+    (dc.ResourceType.BROKER, "1", "no.such.config", "unknown broker config 'no.such.config'"),
+    (dc.ResourceType.BROKER, "", "broker.id", "broker config 'broker.id' is read-only"),
+    (dc.ResourceType.BROKER, "1", "retention.ms", "unknown broker config 'retention.ms'"),  # a topic name
+])
+def test_deleting_an_unknown_or_read_only_config_is_invalid_config(rtype, name, delete, says):
+    """It succeeded as a no-op: only the overrides left after the DELETE were validated."""
+    import asyncio
+
+    from kafkalite.protocol.errors import ErrorCode
+
+    body = {"resources": [{"resource_type": int(rtype), "resource_name": name, "configs": [
+        {"name": "retention.ms" if rtype == dc.ResourceType.TOPIC else "log.retention.ms", "config_operation": 0, "value": "1000"},
+        {"name": delete, "config_operation": 1, "value": None}]}], "validate_only": True}
+    (result,) = asyncio.run(_config_apis({"retention.ms": "5"}).alter_configs(body, incremental=True))["responses"]
+    assert result["error_code"] == ErrorCode.INVALID_CONFIG
+    assert says in result["error_message"]
+
+
+def test_deleting_a_known_config_is_fine_whether_or_not_it_is_set():
+    import asyncio
+
+    body = {"resources": [{"resource_type": int(dc.ResourceType.TOPIC), "resource_name": "t", "configs": [
+        {"name": "retention.ms", "config_operation": 1, "value": None},
+        {"name": "segment.bytes", "config_operation": 1, "value": None}]}], "validate_only": True}
+    (result,) = asyncio.run(_config_apis({"retention.ms": "5"}).alter_configs(body, incremental=True))["responses"]
+    assert (result["error_code"], result["error_message"]) == (0, None)
