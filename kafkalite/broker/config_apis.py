@@ -94,7 +94,7 @@ class ConfigApis:
     async def _broker_overrides(self, name: str) -> tuple[str, dict[str, str]]:
         if name == "":
             entity = paths.BROKER_DEFAULT_ENTITY
-        elif name.isdigit():
+        elif name.isascii() and name.isdigit():  # "²" is a digit to isdigit() but not to int()
             entity = str(int(name))
         else:
             raise fail(ErrorCode.INVALID_REQUEST, f"broker {name!r} is neither a broker id nor \"\" (the cluster-wide defaults)")

@@ -84,7 +84,7 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
         if not item:
             continue
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"bad bootstrap server {item!r}; expected host:port")
         host = host.strip("[]")
         problem = host_name_problem(host)

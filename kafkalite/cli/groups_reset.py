@@ -70,7 +70,7 @@ def parse_topic_spec(text: str) -> tuple[str, list[int] | None]:
     if not sep:
         return topic, None
     items = [s.strip() for s in rest.split(",") if s.strip()]
-    if not items or not all(s.isdigit() for s in items):
+    if not items or not all(s.isascii() and s.isdigit() for s in items):
         raise ValueError(f"bad --topic {text!r}; expected TOPIC or TOPIC:P,P,... with partition numbers")
     return topic, sorted({int(s) for s in items})
 

@@ -96,7 +96,7 @@ def parse_broker_ids(text: str) -> list[int]:
     for item in (s.strip() for s in text.split(",")):
         if not item:
             continue
-        if not item.isdigit():
+        if not item.isascii() or not item.isdigit():
             raise ValueError(f"bad broker id {item!r} in --brokers {text!r}")
         if int(item) in ids:
             raise ValueError(f"broker {item} is listed twice in --brokers {text!r}")
@@ -110,7 +110,7 @@ def parse_throttle(text: str | None) -> int | None:
     """Bytes/s as a positive integer, or None when not given."""
     if text is None:
         return None
-    if not text.strip().isdigit() or int(text) < 1:
+    if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
         raise ValueError(f"--throttle must be a positive number of bytes per second, got {text!r}")
     return int(text)
 

@@ -345,7 +345,7 @@ class ScramClient:
         text = _utf8(server_first)
         attrs = _attributes(text)
         nonce, salt_b64, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
-        if not nonce.startswith(self._nonce) or nonce == self._nonce or not iterations.isdigit():
+        if not nonce.startswith(self._nonce) or nonce == self._nonce or not iterations.isascii() or not iterations.isdigit():
             raise SaslAuthenticationError(f"{self.mechanism}: bad server-first-message")
         if int(iterations) < ITERATIONS_MIN:
             raise SaslAuthenticationError(f"{self.mechanism}: server asks for {iterations} iterations, fewer than {ITERATIONS_MIN}")

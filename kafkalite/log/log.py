@@ -73,7 +73,7 @@ class AppendResult(NamedTuple):
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """<topic>-<partition>; topics may contain '-', so split on the last one."""
     topic, dash, partition = name.rpartition("-")
-    if not dash or not topic or not partition.isdigit() or partition != str(int(partition)):
+    if not dash or not topic or not partition.isascii() or not partition.isdigit() or partition != str(int(partition)):
         return None
     return topic, int(partition)
 

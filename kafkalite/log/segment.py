@@ -62,7 +62,7 @@ def segment_name(base_offset: int) -> str:
 def parse_segment_name(file_name: str) -> int | None:
     """Base offset of a `<20 digits>.log` file name, else None (the file is not ours)."""
     stem, dot, suffix = file_name.partition(".")
-    if "." + suffix != LOG_SUFFIX or len(stem) != 20 or not stem.isdigit():
+    if "." + suffix != LOG_SUFFIX or len(stem) != 20 or not stem.isascii() or not stem.isdigit():
         return None
     return int(stem)
 

@@ -108,7 +108,7 @@ def discard(dir_path: str, base_offsets: Sequence[int], fs: FileOps = REAL_FILE_
 def _parse(name: str) -> tuple[int, str, str] | None:
     """(base offset, file suffix, state suffix) of `<20 digits><suffix>[state]`, else None."""
     stem, dot, rest = name.partition(".")
-    if not dot or len(stem) != 20 or not stem.isdigit():
+    if not dot or len(stem) != 20 or not stem.isascii() or not stem.isdigit():
         return None
     for suffix in _FILE_SUFFIXES:
         for state in ("", CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX):

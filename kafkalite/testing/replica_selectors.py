@@ -29,7 +29,7 @@ class PinnedReplicaSelector:
                partition_view: PartitionView) -> ReplicaView | None:
         assert self.configured_for is not None, "configure() was not called"
         _, sep, pinned = client_metadata.client_id.rpartition(PIN_SEPARATOR)
-        if sep and pinned.isdigit():
+        if sep and pinned.isascii() and pinned.isdigit():
             for replica in partition_view.replicas:
                 if replica.broker_id == int(pinned):
                     return replica

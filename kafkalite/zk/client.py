@@ -318,7 +318,7 @@ class ZkAdapter:
     def get_brokers(self) -> dict[int, tuple[BrokerRegistration, int]]:
         """Live brokers: id -> (registration, broker epoch)."""
         children = self.get_children(paths.brokers_ids_path()) or []
-        ids = sorted(int(c) for c in children if c.isdigit())
+        ids = sorted(int(c) for c in children if c.isascii() and c.isdigit())  # not "²": isdigit() but not int()
         replies = self.get_many(paths.broker_path(i) for i in ids)
         brokers = {}
         for path, reply in replies.items():
@@ -424,7 +424,7 @@ class ZkAdapter:
         out: dict[int, tuple[int, tuple[TopicPartition, ...]]] = {}
         for name in self.get_children(paths.log_dir_failures_path()) or []:
             found = self.get(f"{paths.log_dir_failures_path()}/{name}")
-            if found is None or not name.isdigit():
+            if found is None or not name.isascii() or not name.isdigit():
                 continue
             try:
                 d = json.loads(found[0])
@@ -723,7 +723,7 @@ class ZkAdapter:
         out: dict[TopicPartition, list[int]] = {}
         for topic in self.get_children(paths.admin_partition_requests_path(kind)) or []:
             for p in self.get_children(paths.admin_partition_requests_topic_path(kind, topic)) or []:
-                if not p.isdigit():
+                if not p.isascii() or not p.isdigit():
                     continue
                 path = paths.admin_partition_request_path(kind, topic, int(p))
                 if kind == "add":

@@ -320,7 +320,7 @@ class _Reader:
 def decode_broker_registration(data: bytes | None, path: str) -> BrokerRegistration:
     r = _Reader(data, path)
     name = last_component(path)
-    if not name.isdigit():
+    if not name.isascii() or not name.isdigit():
         r.fail(f"znode name {name!r} is not a broker id")
     rack = r.obj.get("rack")
     if rack is not None and not isinstance(rack, str):
@@ -351,7 +351,7 @@ def _decode_partition_map(r: _Reader, raw: Any, what: str, entry: str) -> dict[i
         r.fail(f"{what} must be an object, got {raw!r}")
     out: dict[int, list[int]] = {}
     for key, replicas in raw.items():
-        if not key.isdigit():
+        if not key.isascii() or not key.isdigit():
             r.fail(f"{what}: key {key!r} is not a partition number")
         if (type(replicas) is list and all(type(b) is int and b >= 0 for b in replicas)
                 and len(set(replicas)) == len(replicas)):

@@ -187,7 +187,7 @@ def config_topic_path(topic: str) -> str:
 
 def config_broker_path(entity: str) -> str:
     """`entity`: a broker id ("1") or BROKER_DEFAULT_ENTITY."""
-    if entity != BROKER_DEFAULT_ENTITY and not entity.isdigit():
+    if entity != BROKER_DEFAULT_ENTITY and not (entity.isascii() and entity.isdigit()):
         raise ValueError(f"broker config entity {entity!r} is neither an id nor {BROKER_DEFAULT_ENTITY}")
     return f"{CONFIG_BROKERS}/{entity}"
 

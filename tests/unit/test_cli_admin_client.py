@@ -451,3 +451,8 @@ def test_configs_alter_refuses_to_delete_a_config_the_topic_does_not_set(capsys)
         assert capsys.readouterr().out.strip() == "altered topic t: -retention.ms"
     finally:
         fake.close()
+
+
+def test_a_bootstrap_port_of_non_ascii_digits_is_a_bad_bootstrap_server():
+    with pytest.raises(ValueError, match="bad bootstrap server 'h:\u00b2'; expected host:port"):
+        parse_bootstrap("h:\u00b2")

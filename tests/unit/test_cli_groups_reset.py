@@ -12,7 +12,7 @@ from kafkalite.cli.groups_reset import clamp, parse_datetime_ms, parse_topic_spe
 def test_topic_specs_name_a_topic_or_some_of_its_partitions():
     assert parse_topic_spec("orders") == ("orders", None)
     assert parse_topic_spec("orders:2,0,2") == ("orders", [0, 2])
-    for bad in ("", ":1", "orders:", "orders:x", "orders:-1", "orders:1,,a"):
+    for bad in ("", ":1", "orders:", "orders:x", "orders:-1", "orders:1,,a", "orders:²"):
         with pytest.raises(ValueError, match="bad --topic"):
             parse_topic_spec(bad)
 

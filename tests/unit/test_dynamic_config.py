@@ -230,3 +230,17 @@ def test_deleting_a_known_config_is_fine_whether_or_not_it_is_set():
         {"name": "segment.bytes", "config_operation": 1, "value": None}]}], "validate_only": True}
     (result,) = asyncio.run(_config_apis({"retention.ms": "5"}).alter_configs(body, incremental=True))["responses"]
     assert (result["error_code"], result["error_message"]) == (0, None)
+
+
+def test_a_broker_resource_named_by_a_non_ascii_digit_is_an_invalid_request():
+    """"²" passed isdigit() and int() raised ValueError: not an operating error, so the
+    broker logged a traceback and closed the client's connection."""
+    import asyncio
+
+    from kafkalite.protocol.errors import ErrorCode
+
+    body = {"resources": [{"resource_type": int(dc.ResourceType.BROKER), "resource_name": "\u00b2", "configs": [
+        {"name": "log.retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True}
+    (result,) = asyncio.run(_config_apis({}).alter_configs(body, incremental=True))["responses"]
+    assert result["error_code"] == ErrorCode.INVALID_REQUEST
+    assert "neither a broker id" in result["error_message"]

@@ -34,9 +34,11 @@ def one_line_failure(capsys, argv: list[str], code: int) -> str:
     (["reassign", "generate", "--topics", ",", "--brokers", "1"], "names no topic"),
     (["reassign", "generate", "--topics", "a", "--brokers", "1,-2"], "bad broker id '-2'"),
     (["reassign", "generate", "--topics", "a", "--brokers", "2,2"], "broker 2 is listed twice"),
+    (["reassign", "generate", "--topics", "a", "--brokers", "1,²"], "bad broker id '²'"),
     (["reassign", "generate", "--topics", "a", "--brokers", " , "], "names no broker"),
     (["reassign", "execute", "--plan", "p.json", "--throttle", "0"], "--throttle must be a positive number"),
     (["reassign", "execute", "--plan", "p.json", "--throttle", "10MB"], "--throttle must be a positive number"),
+    (["reassign", "execute", "--plan", "p.json", "--throttle", "²"], "--throttle must be a positive number"),
     (["reassign", "status", "--json", "--once"], "give one of --json and --once"),
     (["reassign", "status", "--interval", "0"], "--interval must be at least"),
 ])

@@ -218,6 +218,7 @@ def test_scram_client_and_server_agree_on_names_that_need_escaping(mechanism):
 
 
 def test_scram_client_refuses_weak_or_foreign_server_first():
-    for server_first in (b"r=cnXX,s=AAAA,i=1000", b"r=other,s=AAAA,i=4096", b"r=cn,s=AAAA,i=4096"):
+    # i=² passed isdigit() and int() raised ValueError, not SaslAuthenticationError
+    for server_first in (b"r=cnXX,s=AAAA,i=1000", b"r=other,s=AAAA,i=4096", b"r=cn,s=AAAA,i=4096", "r=cnXX,s=AAAA,i=²".encode()):
         with pytest.raises(SaslAuthenticationError):
             ScramClient("SCRAM-SHA-512", "u", "p", "cn").final(server_first)

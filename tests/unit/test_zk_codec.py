@@ -149,6 +149,7 @@ GARBAGE = [
     (codec.decode_replica_list, b'{"replicas":null}'),
     # KIP-455 moving replicas: partition numbers, subsets of the replicas, disjoint
     (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"x":[2]}}'),
+    (codec.decode_topic_assignment, '{"partitions":{"²":[1,2]}}'.encode()),  # isdigit() but not int(): was ValueError
     (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"1":[2]}}'),
     (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":{"0":[3]}}'),
     (codec.decode_topic_assignment, b'{"partitions":{"0":[1,2]},"adding_replicas":[[2]]}'),
@@ -190,8 +191,29 @@ def test_garbage_raises_a_decode_error_naming_the_path(decode, data):
 
 def test_broker_registration_whose_znode_name_is_not_an_id_is_rejected():
     data = codec.encode_broker_registration(ROUND_TRIPS[0][0])
-    with pytest.raises(ZnodeDecodeError, match="/brokers/ids/abc"):
-        codec.decode_broker_registration(data, "/brokers/ids/abc")
+    for name in ("abc", "²"):  # "²": isdigit() but not int(), which raised ValueError
+        with pytest.raises(ZnodeDecodeError, match=f"/brokers/ids/{name}"):
+            codec.decode_broker_registration(data, f"/brokers/ids/{name}")
+
+
+def test_znode_children_that_are_not_ascii_numbers_are_skipped():
+    """ZooKeeper lists a /brokers/ids/², /log_dir_failures/² or /admin/partitions_add/t/²
+    written by hand: isdigit() let it through to int(), whose ValueError broke the reader."""
+    from types import SimpleNamespace
+
+    from kafkalite.zk.client import ZkAdapter
+
+    registration = ROUND_TRIPS[0][0]
+    zk = object.__new__(ZkAdapter)
+    children = {"/brokers/ids": [str(registration.id), "²"], "/log_dir_failures": ["²"],
+                "/admin/partitions_add": ["t"], "/admin/partitions_add/t": ["²", "0"]}
+    zk.get_children = lambda path: children.get(path)
+    zk.get = lambda path: (codec.encode_replica_list(codec.ReplicaList([1])) if path.endswith("/0") else b'{"broker_epoch":1,"partitions":[]}',
+                           SimpleNamespace(czxid=5))
+    zk.get_many = lambda paths: {p: (codec.encode_broker_registration(registration), SimpleNamespace(czxid=5)) for p in paths}
+    assert list(zk.get_brokers()) == [registration.id]
+    assert zk.get_log_dir_failures() == {}
+    assert zk.get_partition_admin_requests("add") == {("t", 0): [1]}
 
 
 def test_topic_assignment_at_rest_keeps_its_layout_and_moving_partitions_add_kip455_maps():

@@ -36,3 +36,11 @@ def test_topic_names_that_would_escape_their_znode_are_refused(topic):
 def test_partitions_must_be_non_negative_ints(partition):
     with pytest.raises(ValueError):
         paths.partition_state_path("t", partition)
+
+
+@pytest.mark.parametrize("entity", ["²", "x", "-1"])
+def test_broker_config_entities_are_ascii_ids_or_the_default(entity):
+    assert paths.config_broker_path("<default>") == "/config/brokers/<default>"
+    assert paths.config_broker_path("7") == "/config/brokers/7"
+    with pytest.raises(ValueError, match="neither an id"):
+        paths.config_broker_path(entity)

@@ -233,3 +233,17 @@ def test_a_crash_not_yet_announced_is_carried_through_a_clean_stop(tmp_path):
     manager.open_all(now_ms=0)
     assert not manager.recovered_unclean
     manager.close()
+
+
+def test_names_with_non_ascii_digits_in_a_log_dir_are_not_ours():
+    """"²" passes isdigit() but int() raises ValueError: a stray `t-²` directory or
+    `²…².log` file broke opening the log dir instead of being left alone."""
+    from kafkalite.log import segment_swap
+    from kafkalite.log.log import parse_partition_dir_name
+    from kafkalite.log.segment import parse_segment_name
+
+    assert parse_partition_dir_name("t-3") == ("t", 3)
+    assert parse_partition_dir_name("t-\u00b2") is None
+    assert parse_segment_name("0" * 20 + ".log") == 0
+    assert parse_segment_name("\u00b2" * 20 + ".log") is None
+    assert segment_swap._parse("\u00b2" * 20 + ".log.swap") is None
