@@ -2,7 +2,8 @@
 kafka-consumer-groups.sh --reset-offsets does.
 
     kafkalite groups reset-offsets GROUP --topic T[:P,P...] [--topic ...]
-              (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO) [--execute] [--json]
+              (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO | --shift-by N)
+              [--execute] [--json]
 
 Every partition of each --topic (or only the listed ones) gets a new offset:
 - --to-earliest: the log start offset; --to-latest: the log end offset (the high watermark,
@@ -10,7 +11,10 @@ Every partition of each --topic (or only the listed ones) gets a new offset:
 - --to-offset N: N clamped to [log start, log end], as Kafka clamps it;
 - --to-datetime ISO: the first offset whose record timestamp is at or after that time
   (ListOffsets by timestamp, Kafka's offsetsForTimes), the log end when no record is that
-  recent. A time without a zone is local time, as in Kafka; 'Z' or '+02:00' may follow.
+  recent. A time without a zone is local time, as in Kafka; 'Z' or '+02:00' may follow;
+- --shift-by N: the committed offset plus N (N may be negative), clamped to [log start, log
+  end]. As in Kafka, a partition without a committed offset cannot be shifted: the command
+  fails naming it and nothing is committed.
 
 Without --execute it is a dry run: the plan (partition, current committed offset, new offset)
 is printed and nothing is committed. --execute commits the new offsets as a client outside
@@ -53,6 +57,8 @@ def add_parser(gsub: argparse._SubParsersAction) -> None:
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
     to.add_argument("--to-offset", type=int64_arg, metavar="N", help="offset N, clamped to [log start, log end]")
     to.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time, e.g. 2024-05-01T12:00:00Z")
+    to.add_argument("--shift-by", type=int64_arg, metavar="N",
+                    help="the committed offset plus N (negative: back), clamped to [log start, log end]")
     r.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     add_bootstrap_argument(r)
@@ -105,8 +111,17 @@ def clamp(offset: int, log_start: int, log_end: int) -> int:
     return min(max(offset, log_start), log_end)
 
 
-def new_offsets(args: argparse.Namespace, admin: GroupAdminClient, tps: list[TP], timestamp_ms: int | None) -> dict[TP, int]:
-    """The new offset of each partition, by the --to-* option given."""
+def new_offsets(args: argparse.Namespace, admin: GroupAdminClient, tps: list[TP], timestamp_ms: int | None,
+                committed: dict[TP, int]) -> dict[TP, int]:
+    """The new offset of each partition, by the --to-* (or --shift-by) option given;
+    `committed`: the group's committed offsets."""
+    if args.shift_by is not None:  # checked before asking the leaders: Kafka refuses it too
+        missing = [tp for tp in tps if tp not in committed]
+        if missing:
+            t, p = missing[0]
+            more = f" (and {counted(len(missing) - 1, 'other partition')})" if len(missing) > 1 else ""
+            raise AdminError(f"cannot shift the offset of {t}-{p}{more}: group {args.group!r} has no committed offset there; "
+                             "give it one with --to-earliest, --to-latest, --to-offset or --to-datetime")
     if args.to_earliest:
         return admin.list_offsets(tps, EARLIEST_TIMESTAMP)
     log_end = admin.list_offsets(tps, LATEST_TIMESTAMP)
@@ -115,6 +130,9 @@ def new_offsets(args: argparse.Namespace, admin: GroupAdminClient, tps: list[TP]
     if args.to_offset is not None:
         log_start = admin.list_offsets(tps, EARLIEST_TIMESTAMP)
         return {tp: clamp(args.to_offset, log_start[tp], log_end[tp]) for tp in tps}
+    if args.shift_by is not None:
+        log_start = admin.list_offsets(tps, EARLIEST_TIMESTAMP)
+        return {tp: clamp(committed[tp] + args.shift_by, log_start[tp], log_end[tp]) for tp in tps}
     assert timestamp_ms is not None
     found = admin.list_offsets(tps, timestamp_ms)
     return {tp: log_end[tp] if found[tp] == NO_OFFSET else found[tp] for tp in tps}
@@ -154,7 +172,7 @@ def run_reset(args: argparse.Namespace) -> int:
                                      f"{counted(len(group.members), 'active member')}: offsets can be reset only while the group is inactive "
                                      "(Empty or Dead); stop its consumers first")
             committed = admin.committed_offsets(args.group)
-            target = new_offsets(args, admin, tps, timestamp_ms)
+            target = new_offsets(args, admin, tps, timestamp_ms, committed)
             plan = [PlannedOffset(t, p, committed.get((t, p)), target[(t, p)]) for t, p in tps]
             if args.execute:
                 admin.commit_offsets(args.group, {(e.topic, e.partition): e.new_offset for e in plan})
