@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import cancel_and_wait
-from kafkalite.broker.errors import OPERATING_ERRORS
+from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.broker.partition import Partition
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.codes import ErrorCode
@@ -209,7 +209,17 @@ class FetcherTask:
             else:
                 part = f.replica
                 assert isinstance(part, Partition)
-                part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                try:
+                    part.append_as_follower(bytes(payload[pos : pos + size]) if size else b"", hw)
+                except LogDirFailure:
+                    raise  # the dir goes offline (_run), and every partition is asked again
+                except OPERATING_ERRORS as e:
+                    # This partition's records were refused (offsets that do not follow our
+                    # log, say): it backs off alone. Raised, it ended the answer, and the
+                    # partitions after it in every answer were never applied either.
+                    log.warning("%s-%d: the fetched records could not be appended: %r", topic, p, e)
+                    self._on_partition_error(f, error_code_for(e))
+                    continue
                 # Follow the leader's log start (DeleteRecords): never above our own HW.
                 part.advance_log_start(min(log_start, part.hw))
                 part.lag_behind_leader = max(leo - part.leo, 0)

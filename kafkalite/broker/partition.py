@@ -182,6 +182,16 @@ class Partition(Replica):
     # -- follower -----------------------------------------------------------------------
     def append_as_follower(self, records: bytes, leader_hw: int) -> None:
         if records:
+            first = next(iter_headers(records))[1]
+            if self.log.log_start_offset == self.leo and first.base_offset < self.leo <= first.last_offset:
+                # The leader's log start lies inside this batch (DeleteRecords takes any
+                # offset) and our log is empty, restarted there: the batch cannot follow our
+                # LEO, and every fetch brought it again, for ever. Start the log at the
+                # batch's base instead (Kafka's appendRecordsToFollowerOrFutureReplica); the
+                # log start then follows the leader's again.
+                log.info("%s-%d: the leader's first batch starts at %d, inside our empty log's start %d; starting there",
+                         self.topic, self.partition, first.base_offset, self.leo)
+                self.truncate_fully_and_start_at(first.base_offset)
             with disk_io(self.log):
                 self.log.append_as_follower(records)
             if self._producers_loaded:
@@ -226,7 +236,7 @@ class Partition(Replica):
             self.log.truncate_fully_and_start_at(offset)
         self.on_truncated(self)
         self._producers_loaded = False
-        self.state.on_truncate(self.leo)
+        self.state.on_truncate(self.leo, self.log.log_start_offset)
         self.state.maybe_update_log_start_offset(offset)
         self.initial_hw = offset
 

@@ -186,7 +186,8 @@ class Replica:
     def truncate_to(self, offset: int) -> None:
         self.replica_log.truncate_to(min(offset, self.leo))
         if not self.state.is_leader:
-            self.state.on_truncate(self.leo)
+            # (a truncation below the log start restarts the log there: its start goes down)
+            self.state.on_truncate(self.leo, self.log_start_offset)
         self.initial_hw = min(self.initial_hw, self.leo)
 
     def truncate_by_epoch(self, leader_answer: EpochEndOffset | tuple[int, int]) -> bool:

@@ -668,13 +668,23 @@ class PartitionReplicaState:
         assert self._log_start_offset <= self._hw
         return True
 
-    def on_truncate(self, truncate_to: int) -> bool:
-        """The follower truncated its log to `truncate_to`; the HW cannot exceed it."""
+    def on_truncate(self, truncate_to: int, log_start_offset: int | None = None) -> bool:
+        """The follower truncated its log to `truncate_to`; the HW cannot exceed it. With
+        `log_start_offset`, the log's start as it now is: a truncation below the log start
+        (after an unclean election) or a restart at an offset inside a batch restarts the
+        log lower, and the state's start follows it down; left above, the HW stayed above
+        the log end, which failed every consumer fetch and, woken, ended the broker."""
         assert not self.is_leader
         assert truncate_to >= 0
+        moved = False
+        if log_start_offset is not None and log_start_offset < self._log_start_offset:
+            assert log_start_offset <= truncate_to
+            self._log_start_offset = log_start_offset
+            moved = True
         if self._hw <= truncate_to:
-            return False
+            return moved
         self._hw = max(truncate_to, self._log_start_offset)
+        assert self._hw <= truncate_to
         return True
 
     def maybe_update_log_start_offset(self, log_start_offset: int) -> bool:

@@ -24,18 +24,21 @@ SETTINGS = {"replica.fetch.backoff.ms": 20, "replica.fetch.wait.max.ms": 500, "r
 
 
 class ScriptedLeader:
-    """Answers the first ReplicaFetch with `first` (header, payload), then parks every
-    later request as a leader with nothing new would, recording what each named."""
+    """Answers the first ReplicaFetch with `first` (header, payload), then those in `then`,
+    then parks every later request as a leader with nothing new would, recording what each
+    named."""
 
-    def __init__(self, first: tuple[dict[str, Any], bytes]):
-        self.first = first
+    def __init__(self, first: tuple[dict[str, Any], bytes], then: list[tuple[dict[str, Any], bytes]] = ()):
+        self.answers = [first, *then]  # the later ones after a short wait, as a leader's max wait
         self.requests: list[dict[str, Any]] = []
 
     async def call(self, api: str, body: dict[str, Any], timeout_ms: int):
         assert api == "ReplicaFetch"
         self.requests.append(body)
-        if len(self.requests) == 1:
-            header, payload = self.first
+        if len(self.requests) <= len(self.answers):
+            if len(self.requests) > 1:
+                await asyncio.sleep(0.1)
+            header, payload = self.answers[len(self.requests) - 1]
             return header, memoryview(payload)
         await asyncio.sleep(30)
         raise AssertionError("the test ends first")
@@ -84,20 +87,27 @@ async def test_a_partition_answered_with_an_error_is_named_again_after_its_backo
         await mgr.close()
 
 
-async def test_an_answer_that_failed_to_apply_is_asked_for_again_in_full(tmp_path):
-    """The first partition's records were refused by its log (here: a batch cut short), so
-    the second's were never applied either: the next request opens a new session, which
-    makes the leader read both."""
+async def test_records_one_partition_refused_leave_the_others_applied_and_it_is_named_again(tmp_path):
+    """Partition a's records were refused by its log (here: a batch cut short). It backs off
+    alone: b's records, after it in the same answer, are applied, and a later request of
+    the same session names a again (the leader reads a session's partition again only when
+    it changes or is named). The error used to end the whole answer, so a partition whose
+    records were refused on every answer kept the ones after it from ever being applied."""
     good = encode_batch([(None, b"v", ())])
     bad = good[:-3]
     header = {"error": 0, "session": [7, 1],
               "partitions": [["a", 0, 0, 1, 0, 1, 0, len(bad), None, None],
                              ["b", 0, 0, 1, 0, 1, len(bad), len(good), None, None]]}
-    leader = ScriptedLeader((header, bad + good))
+    leader = ScriptedLeader((header, bad + good), then=[({"error": 0, "session": [7, 2], "partitions": []}, b"")])
     mgr = await _run(tmp_path, leader, ["a", "b"])
     try:
-        await _second_request(leader)
-        assert leader.requests[1]["session"] == [0, 0]
-        assert _named(leader.requests[1]) == {"a", "b"}
+        for _ in range(200):
+            if len(leader.requests) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert mgr.fetchers[1].partitions[("b", 0)].replica.leo == 1  # applied
+        assert mgr.fetchers[1].partitions[("a", 0)].replica.leo == 0
+        assert [r["session"] for r in leader.requests[1:3]] == [[7, 1], [7, 2]]  # the same session...
+        assert "a" in _named(leader.requests[1]) | _named(leader.requests[2])  # ...naming a again
     finally:
         await mgr.close()
