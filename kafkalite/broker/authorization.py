@@ -98,7 +98,7 @@ REQUIRED: dict[ApiKey, tuple[Need, ...]] = {
     ApiKey.LEAVE_GROUP: (Need(O.READ, G, "group"),),
     ApiKey.OFFSET_COMMIT: (Need(O.READ, G, "group"), Need(O.READ, T, "each")),
     ApiKey.OFFSET_FETCH: (Need(O.DESCRIBE, G, "group"), Need(O.DESCRIBE, T, "each")),
-    ApiKey.OFFSET_DELETE: (Need(O.DELETE, G, "group"),),
+    ApiKey.OFFSET_DELETE: (Need(O.DELETE, G, "group"), Need(O.READ, T, "each")),
     ApiKey.DESCRIBE_GROUPS: (Need(O.DESCRIBE, G, "each"),),
     ApiKey.DELETE_GROUPS: (Need(O.DELETE, G, "each"),),
     ApiKey.LIST_GROUPS: (Need(O.DESCRIBE, C, "cluster", "or else only the groups with Describe on the group"),),

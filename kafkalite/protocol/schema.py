@@ -838,6 +838,10 @@ ERROR_ECHO: dict[ApiKey, Echo] = {
     ApiKey.OFFSET_FETCH: Echo("topics", "topics", (("name", "name"),),
                               Echo("partition_indexes", "partitions",
                                    (("partition_index", SELF),))),
+    # OffsetDelete: Kafka answers the topics it may not Read per partition (29) next to the rest.
+    ApiKey.OFFSET_DELETE: Echo("topics", "topics", (("name", "name"),),
+                               Echo("partitions", "partitions",
+                                    (("partition_index", "partition_index"),))),
     ApiKey.DESCRIBE_GROUPS: Echo("groups", "groups", (("group_id", SELF),)),
     ApiKey.DELETE_GROUPS: Echo("groups_names", "results", (("group_id", SELF),)),
     ApiKey.DESCRIBE_CONFIGS: Echo("resources", "results",

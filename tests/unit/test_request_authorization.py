@@ -138,3 +138,25 @@ async def test_alter_configs_and_delete_records_are_checked_per_resource():
         {"name": "t2", "partitions": [{"partition_index": 0, "offset": 3}, {"partition_index": 1, "offset": 3}]}]}, dr)
     assert {(t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]} == {
         ("t1", 0, 0), ("t2", 0, 29), ("t2", 1, 29)}
+
+
+async def test_offset_delete_needs_read_on_each_topic_and_answers_the_rest_per_partition():
+    # Kafka's handleOffsetDeleteRequest: Delete on the group, then only the topics the
+    # principal may Read; the others are answered TOPIC_AUTHORIZATION_FAILED per partition.
+    ra = make((G, "g", Operation.DELETE), (T, "mine", Operation.READ))
+    h = header(ApiKey.OFFSET_DELETE)
+    rec = Recorder(lambda b: {"error_code": 0, "throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": 0} for p in t["partitions"]]}
+        for t in b["topics"]]})
+    body = {"group_id": "g", "topics": [
+        {"name": "mine", "partitions": [{"partition_index": 0}]},
+        {"name": "secret", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]}
+    resp = await ra.handle(h, body, rec)
+    assert [t["name"] for t in rec.bodies[0]["topics"]] == ["mine"]
+    assert resp["error_code"] == 0
+    codes = {(t["name"], p["partition_index"]): p["error_code"] for t in resp["topics"] for p in t["partitions"]}
+    assert codes == {("mine", 0): 0, ("secret", 0): 29, ("secret", 1): 29}
+    encode_response(h, resp)
+    with pytest.raises(KafkaliteError) as refused:  # Read on the topic is not enough without Delete on the group
+        await make((T, "mine", Operation.READ)).handle(h, body, rec)
+    assert refused.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
