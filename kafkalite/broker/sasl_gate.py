@@ -63,8 +63,11 @@ class SaslGate:
         self.broker = broker
         self.listener = listener
         self.mechanisms: list[str] = list(broker.settings["sasl.enabled.mechanisms"])
-        # Keys the mock salts unknown users get (kafkalite.core.sasl.ScramServer).
-        self._mock_secret = secrets.token_bytes(32)
+        # Keys the mock salts unknown users get (kafkalite.core.sasl.ScramServer): the
+        # cluster's key from ZooKeeper, so every broker and listener, before and after a
+        # restart, shows an unknown name the same salt, as a real user's is the same everywhere.
+        assert broker.scram_mock_salt_key is not None, "read at start-up, before the listeners are made"
+        self._mock_secret = broker.scram_mock_salt_key
 
     async def authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any, host: str) -> str | None:
         """Serve the connection until it has authenticated: its principal ("User:NAME"),

@@ -16,6 +16,7 @@ import gc
 import json
 import logging
 import os
+import secrets
 import signal
 import time
 import uuid
@@ -76,8 +77,9 @@ from kafkalite.rpc.transport import RpcClient, RpcError, RpcServer
 from kafkalite.zk import paths
 from kafkalite.zk.client import ZkAdapter
 from kafkalite.zk.codec import BrokerRegistration
-from kafkalite.zk.errors import BrokerIdInUseError, ZkError
+from kafkalite.zk.errors import BrokerIdInUseError, ZkError, ZnodeDecodeError
 from kafkalite.zk.security import make_client, secure_root, security_from
+from kafkalite.zk.users import scram_mock_salt_key
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,9 @@ class Broker:
         # the controller can tell the process it knew from one restarted on its address.
         self.incarnation = uuid.uuid4().hex
         self.cluster_id: str | None = None
+        # The cluster's key of the mock SCRAM salts (kafkalite.zk.users.scram_mock_salt_key),
+        # read before the client listeners are made; None without a SASL listener.
+        self.scram_mock_salt_key: bytes | None = None
         # Issue 15: inter-broker RPC connections authenticate with the cluster secret, if any.
         try:
             self.rpc_secret = load_secret(self.settings["inter.broker.secret"], self.settings["inter.broker.secret.file"])
@@ -417,6 +422,14 @@ class Broker:
                 log.info("set the cluster's ACL on the ZooKeeper chroot %s", self.kazoo.chroot)
         await self.loop.run_in_executor(None, self.zk.ensure_base_paths)
         self.cluster_id = await self.loop.run_in_executor(None, self._cluster_id)
+        if any(spec.security_protocol.startswith("SASL_") for spec in self.cfg.client_listeners()):
+            self.scram_mock_salt_key = await self.loop.run_in_executor(None, self._scram_mock_salt_key)
+
+    def _scram_mock_salt_key(self) -> bytes:
+        try:
+            return scram_mock_salt_key(self.zk, secrets.token_bytes(32))
+        except ZnodeDecodeError as e:
+            raise SystemExit(f"kafkalite broker: {e}; delete it and a broker makes a new key at start-up") from None
 
     def _cluster_id(self) -> str:
         path = "/cluster/id"

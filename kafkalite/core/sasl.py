@@ -31,7 +31,10 @@ MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
 # ScramCredentialUtils' callers): fewer than 4096 is refused as too weak.
 ITERATIONS_MIN = 4096
 ITERATIONS_MAX = 16384
-SALT_BYTES = 32  # Kafka's ScramFormatter.secureRandomBytes default length
+# `kafkalite users` salts: 32 random bytes. Mock salts of unknown users are 32 bytes too, so
+# they look like kafkalite's own. (Kafka's ScramFormatter.secureRandomBytes makes the ASCII
+# of a base-36 number of up to 26 characters instead; either reads the other's.)
+SALT_BYTES = 32
 
 FAILED_MESSAGE = "Authentication failed: invalid username or password"
 TOKEN_BYTES_MAX = 16384  # no legitimate PLAIN or SCRAM message comes near this
@@ -175,7 +178,9 @@ class ScramServer:
 
     `server_nonce` is random from the caller (printable, no ','); `mock_secret` keys the
     salt of the mock credential an unknown user gets, so the same unknown name always sees
-    the same salt and cannot be told apart from a real user by asking twice."""
+    the same salt and cannot be told apart from a real user by asking twice. It must be the
+    same on every broker and listener and across restarts (the cluster's key in ZooKeeper),
+    as a real user's stored salt is, and secret (a salt anyone could compute gives a mock away)."""
 
     def __init__(self, mechanism: str, server_nonce: str, mock_secret: bytes):
         assert mechanism in SCRAM_MECHANISMS, mechanism

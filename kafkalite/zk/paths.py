@@ -226,6 +226,13 @@ def desanitize_user(znode_name: str) -> str:
     return unquote(znode_name)
 
 
+# The key of the mock salts unknown SCRAM users are shown (kafkalite.core.sasl): 32 random
+# bytes, hex, made once by the first broker with a SASL listener and read by every broker at
+# start-up, so an unknown name gets the same salt from every broker and listener, before and
+# after restarts, as a real user's stored salt. Private like the credentials (security.py).
+SCRAM_MOCK_SALT_KEY = "/kafkalite/scram_mock_salt_key"
+
+
 def config_users_path() -> str:
     return CONFIG_USERS
 

@@ -8,8 +8,8 @@ gets the same ACLs:
 - with `zookeeper.set.acl=true` and digest credentials, the session adds the digest
   identity, and znodes are created with ALL for that identity and READ for everyone
   (Kafka's secure default: anyone may look, only the cluster's identity may write);
-  sensitive paths (SCRAM credentials under /config/users, /config/brokers) get no world
-  READ, as in Kafka;
+  sensitive paths (SCRAM credentials under /config/users, /config/brokers, and the key of
+  the mock SCRAM salts) get no world READ, as in Kafka;
 - with credentials but `zookeeper.set.acl=false`, the session authenticates and creates
   open znodes (Kafka's first step of a migration);
 - with neither, today's behaviour: open znodes, no authentication.
@@ -32,7 +32,8 @@ from kazoo.exceptions import BadVersionError
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
 DIGEST_FILE_ENV = "KAFKALITE_ZK_DIGEST_FILE"  # admin tools: the cluster's credentials file
-SENSITIVE_ROOTS = ("/config/users", "/config/brokers")
+# /kafkalite/scram_mock_salt_key: whoever reads it can tell unknown SCRAM users from known ones.
+SENSITIVE_ROOTS = ("/config/users", "/config/brokers", "/kafkalite/scram_mock_salt_key")
 SECURE_ROOT_ATTEMPTS_MAX = 10
 
 

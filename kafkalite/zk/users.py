@@ -100,3 +100,31 @@ def alter_user_config(zk: ZkAdapter, name: str, set_keys: dict[str, str], delete
         _notify(zk, name)
         return new
     raise ZkError(f"{path} kept changing under 10 attempts to update it")
+
+
+SCRAM_MOCK_SALT_KEY_BYTES_MIN = 16
+
+
+def scram_mock_salt_key(zk: ZkAdapter, new_key: bytes) -> bytes:
+    """The cluster's key for the mock salts of unknown SCRAM users (paths.SCRAM_MOCK_SALT_KEY):
+    the stored one, or `new_key` (random, from the caller) stored now if there is none yet.
+    Brokers starting together may race: the first creation wins and all read it back.
+    ZnodeDecodeError if the znode is not the hex of at least 16 bytes."""
+    assert len(new_key) >= SCRAM_MOCK_SALT_KEY_BYTES_MIN
+    path = paths.SCRAM_MOCK_SALT_KEY
+    got = zk.get(path)
+    if got is None:
+        try:
+            zk.create(path, new_key.hex().encode(), makepath=True)
+        except ZnodeExistsError:
+            pass  # another broker stored its key first: use that one
+        got = zk.get(path)
+        if got is None:
+            raise ZnodeNotFoundError(path)  # deleted right after it was created: start again
+    try:
+        key = bytes.fromhex(got[0].decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise ZnodeDecodeError(path, "not hex") from None
+    if len(key) < SCRAM_MOCK_SALT_KEY_BYTES_MIN:
+        raise ZnodeDecodeError(path, f"a key of {len(key)} bytes, fewer than {SCRAM_MOCK_SALT_KEY_BYTES_MIN}")
+    return key
