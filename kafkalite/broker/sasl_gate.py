@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import KazooException
@@ -26,6 +27,7 @@ from kafkalite.core.sasl import (
     Authenticated,
     Challenge,
     Lookup,
+    PlainServer,
     SaslAuthenticationError,
     SaslServer,
     ScramCredential,
@@ -50,6 +52,11 @@ SERVER_NONCE_CHARS = 32
 # socket.request.max.bytes (100 MiB of tiny array elements decode to about 10 GiB).
 SASL_RECEIVE_BYTES_MAX = 512 * 1024
 _NONCE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+# PLAIN's password checks (PBKDF2, about 2 ms at 4096 rounds; hashlib lets go of the GIL)
+# run here, never on the event loop, and not in the loop's default executor either: a flood
+# of unauthenticated attempts then queues behind these threads, not ahead of ZooKeeper calls.
+PASSWORD_CHECK_THREADS = 2
+_password_checks = ThreadPoolExecutor(max_workers=PASSWORD_CHECK_THREADS, thread_name_prefix="sasl-password-check")
 
 
 def server_nonce() -> str:
@@ -138,7 +145,11 @@ class SaslGate:
         """Feed one client token: (the token to send back, the user name once authenticated)."""
         step = server.receive(token)
         if isinstance(step, Lookup):
-            step = server.credentials(await self._credentials(step.username))
+            stored = await self._credentials(step.username)
+            if isinstance(server, PlainServer):
+                step = await asyncio.get_running_loop().run_in_executor(_password_checks, server.credentials, stored)
+            else:
+                step = server.credentials(stored)
         if isinstance(step, Challenge):
             return step.data, None
         assert isinstance(step, Authenticated), step

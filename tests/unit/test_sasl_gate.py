@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import struct
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +16,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.security import Permissions
 
 from kafkalite.broker.sasl_gate import SaslGate
+from kafkalite.core import sasl
 from kafkalite.core.sasl import SALT_BYTES, make_credential
 from kafkalite.protocol.codec import decode_response, encode_request
 from kafkalite.protocol.schema import ApiKey
@@ -114,3 +117,26 @@ def test_an_unreadable_mock_salt_key_is_a_typed_error():
         zookeeper.data[paths.SCRAM_MOCK_SALT_KEY] = bad
         with pytest.raises(ZnodeDecodeError):
             scram_mock_salt_key(zk, b"\x01" * 32)
+
+
+async def test_plain_password_checks_run_off_the_event_loop_for_known_and_unknown_users(monkeypatch):
+    # PBKDF2 of 4096 rounds on the event loop stalled every connection of the broker for
+    # each unauthenticated PLAIN attempt.
+    zookeeper = FakeKazoo({"carol": {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "pw", b"s" * SALT_BYTES).to_kafka()}})
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    real = hashlib.pbkdf2_hmac
+
+    def recorded(*args):
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(sasl.hashlib, "pbkdf2_hmac", recorded)
+    sasl_gate = gate(b"k" * 32, zookeeper)
+    principal, answers = await exchange(sasl_gate, "PLAIN", b"\x00carol\x00pw")
+    assert principal == "User:carol" and answers[0]["error_code"] == 0
+    for token in (b"\x00carol\x00wrong", b"\x00nobody\x00pw"):
+        principal, answers = await exchange(sasl_gate, "PLAIN", token)
+        assert principal is None and answers[0]["error_code"] == 58  # SASL_AUTHENTICATION_FAILED, the same for both
+    assert len(threads) == 3  # one PBKDF2 each, the unknown user's too
+    assert loop_thread not in threads

@@ -9,6 +9,7 @@ import hmac
 
 import pytest
 
+from kafkalite.core import sasl
 from kafkalite.core.sasl import (
     FAILED_MESSAGE,
     Authenticated,
@@ -174,6 +175,31 @@ def test_plain_checks_password_against_stored_scram_credential():
     unknown.receive(b"\x00nobody\x00pw")
     with pytest.raises(SaslAuthenticationError):
         unknown.credentials(None)
+
+
+def test_plain_unknown_user_costs_the_same_pbkdf2_as_a_wrong_password(monkeypatch):
+    # An unknown name failed at once while a wrong password cost a 4096-round PBKDF2: the
+    # time told whether the user exists.
+    stored = {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "pw", b"s" * 32, 4096)}
+    rounds: list[tuple[str, int]] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counted(hash_name, password, salt, iterations):
+        rounds.append((hash_name, iterations))
+        return real(hash_name, password, salt, iterations)
+
+    monkeypatch.setattr(sasl.hashlib, "pbkdf2_hmac", counted)
+    work = {}
+    for name, creds in (("carol", stored), ("nobody", None), ("malformed", user_credentials({"SCRAM-SHA-512": "junk"}))):
+        rounds.clear()
+        server = PlainServer()
+        server.receive(f"\x00{name}\x00wrong".encode())
+        with pytest.raises(SaslAuthenticationError):
+            server.credentials(creds)
+        work[name] = list(rounds)
+    assert work["carol"] == [("sha512", 4096)]
+    assert work["nobody"] == work["carol"]
+    assert work["malformed"] == work["carol"]
 
 
 @pytest.mark.parametrize("token", [b"carol\x00pw", b"\x00\x00pw", b"\x00carol\x00", b"eve\x00carol\x00pw", b"\xff\x00a\x00b"])
