@@ -298,23 +298,52 @@ def _decide(cache: AclCache, config: AuthorizerConfig, principal: str, host: str
 
 
 def authorize_any_topic_write(cache: AclCache, config: AuthorizerConfig, principal: str, host: str) -> bool:
-    """KIP-679 (Kafka 2.8+/3.0): an idempotent producer without IdempotentWrite on the
-    cluster is still allowed if it may Write to some topic: some Allow of Write (or All) on
-    a Topic pattern applies to the principal and host, and no Deny of Write on every topic
-    (the literal "*") applies. A super user may; with no Topic ACLs at all, the answer is
-    allow.everyone.if.no.acl.found."""
+    """KIP-679 (Kafka 2.8+/3.0): an idempotent producer without IdempotentWrite on the cluster is
+    still allowed if it may Write to some topic."""
+    return authorize_by_resource_type(cache, config, principal, host, Operation.WRITE, ResourceType.TOPIC)
+
+
+def authorize_by_resource_type(cache: AclCache, config: AuthorizerConfig, principal: str, host: str, operation: Operation,
+                               resource_type: ResourceType) -> bool:
+    """Whether `operation` is allowed on at least one resource of `resource_type`: Kafka's
+    AclAuthorizer.authorizeByResourceType (the ZooKeeper authorizer kafkalite stands in for).
+    Only the ACLs of the principal (or User:*), the host (or *) and the operation (or All)
+    count, Allow and Deny each by pattern type:
+
+    1. a super user may;
+    2. a Deny of the LITERAL "*" refuses;
+    3. with allow.everyone.if.no.acl.found, anyone else may (whatever other ACLs exist);
+    4. with no Deny at all, any Allow permits;
+    5. else an Allow permits unless a Deny covers every name it could: a PREFIXED Deny whose
+       name is a prefix of the Allow's name (LITERAL or PREFIXED), or, for a LITERAL Allow,
+       a LITERAL Deny of that name. An Allow of the LITERAL "*" always permits.
+
+    The interface's default (Authorizer.authorizeByResourceType, for authorizers that do
+    not override it) differs only in step 3: it asks whether the operation on a resource
+    named "hardcode" is allowed, which honours allow.everyone.if.no.acl.found only when no
+    ACL of anyone covers that name."""
     if principal in config.super_users:
         return True
-    topic_entries = [(p, e) for p in cache.patterns() if p.resource_type == ResourceType.TOPIC for e in cache.get(p)]
-    if not topic_entries:
-        return config.allow_everyone_if_no_acl_found
-    write = frozenset({Operation.WRITE})
-    wildcard = ResourcePattern(ResourceType.TOPIC, WILDCARD, PatternType.LITERAL)
-    if any(p == wildcard and _entry_applies(e, principal, host, Permission.DENY, write) for p, e in topic_entries):
+    names: dict[tuple[Permission, PatternType], set[str]] = {
+        (permission, pattern_type): set() for permission in (Permission.ALLOW, Permission.DENY)
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED)}
+    for pattern in cache.patterns():
+        if pattern.resource_type != resource_type:
+            continue
+        for e in cache.get(pattern):
+            if e.principal in (principal, WILDCARD_PRINCIPAL) and e.host in (host, WILDCARD) and e.operation in (operation, Operation.ALL):
+                names[(e.permission, pattern.pattern_type)].add(pattern.name)
+    deny_literals, deny_prefixes = names[(Permission.DENY, PatternType.LITERAL)], names[(Permission.DENY, PatternType.PREFIXED)]
+    allow_literals, allow_prefixes = names[(Permission.ALLOW, PatternType.LITERAL)], names[(Permission.ALLOW, PatternType.PREFIXED)]
+    if WILDCARD in deny_literals:
         return False
-    for p, e in topic_entries:
-        if _entry_applies(e, principal, host, Permission.ALLOW, write):
-            # a Deny of Write on exactly this pattern cancels this Allow
-            if not any(q == p and _entry_applies(d, principal, host, Permission.DENY, write) for q, d in topic_entries):
-                return True
-    return False
+    if config.allow_everyone_if_no_acl_found:
+        return True
+    if not deny_literals and not deny_prefixes:
+        return bool(allow_literals or allow_prefixes)
+
+    def denied_by_prefix(name: str) -> bool:
+        return any(name[:i] in deny_prefixes for i in range(len(name) + 1))
+
+    return (any(not denied_by_prefix(name) for name in allow_prefixes)
+            or any(name == WILDCARD or (name not in deny_literals and not denied_by_prefix(name)) for name in allow_literals))

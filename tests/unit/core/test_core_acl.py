@@ -116,6 +116,46 @@ def test_idempotent_write_by_any_topic_write():
     assert authorize_any_topic_write(AclCache(), AuthorizerConfig(allow_everyone_if_no_acl_found=True), "User:a", "h")
 
 
+EVERYONE = AuthorizerConfig(allow_everyone_if_no_acl_found=True)
+A = "User:a"
+
+
+@pytest.mark.parametrize("acls, config, expected", [
+    # a PREFIXED Deny cancels every Allow whose name it prefixes, LITERAL or PREFIXED
+    ([(T, "app-orders", LIT, A, ALLOW), (T, "app-", PRE, A, DENY)], STRICT, False),
+    ([(T, "app-", PRE, A, ALLOW), (T, "app", PRE, A, DENY)], STRICT, False),
+    ([(T, "app-", PRE, A, ALLOW), (T, "app-x", PRE, A, DENY)], STRICT, True),  # app-y is still writable
+    ([(T, "app-orders", LIT, A, ALLOW), (T, "app-", PRE, A, DENY), (T, "other", LIT, A, ALLOW)], STRICT, True),
+    # a LITERAL Deny cancels only the LITERAL Allow of its name
+    ([(T, "t", LIT, A, ALLOW), (T, "t", LIT, A, DENY)], STRICT, False),
+    ([(T, "t", PRE, A, ALLOW), (T, "t", LIT, A, DENY)], STRICT, True),
+    ([(T, "*", LIT, A, ALLOW), (T, "x", PRE, A, DENY)], STRICT, True),
+    ([(T, "t", LIT, A, ALLOW), (T, "*", LIT, "User:*", DENY)], STRICT, False),
+    # only this principal's (or User:*'s) ACLs count, and only Write or All
+    ([(T, "t", LIT, "User:*", ALLOW)], STRICT, True),
+    ([(T, "t", LIT, "User:b", ALLOW)], STRICT, False),
+    ([(T, "t", LIT, A, ALLOW), (T, "t", PRE, "User:b", DENY)], STRICT, True),
+    ([(G, "t", LIT, A, ALLOW)], STRICT, False),
+    # allow.everyone.if.no.acl.found: anyone may, unless a Deny of "*" applies to them
+    ([(T, "orders", LIT, "User:b", ALLOW)], EVERYONE, True),
+    ([(T, "*", LIT, "User:b", ALLOW)], EVERYONE, True),
+    ([(T, "*", LIT, A, DENY)], EVERYONE, False),
+    ([(T, "app-", PRE, A, DENY)], EVERYONE, True),
+])
+def test_any_topic_write_is_kafkas_acl_authorizer_authorize_by_resource_type(acls, config, expected):
+    cache = cache_of(*(acl(rt, name, pt, principal, O.WRITE if rt == T else O.READ, perm) for rt, name, pt, principal, perm in acls))
+    assert authorize_any_topic_write(cache, config, A, "h") is expected
+
+
+def test_any_topic_write_counts_all_and_the_host_and_super_users_always_may():
+    cache = cache_of(acl(T, "t", LIT, A, O.ALL, ALLOW), acl(T, "t", PRE, A, O.WRITE, DENY, host="other"))
+    assert authorize_any_topic_write(cache, STRICT, A, "h")
+    assert not authorize_any_topic_write(cache, STRICT, A, "other")
+    assert not authorize_any_topic_write(cache_of(acl(T, "t", LIT, A, O.READ, ALLOW)), STRICT, A, "h")
+    denied = cache_of(acl(T, "*", LIT, "User:*", O.ALL, DENY))
+    assert authorize_any_topic_write(denied, AuthorizerConfig(super_users=frozenset({A})), A, "h")
+
+
 @pytest.mark.parametrize("binding, why", [
     (acl(ResourceType.ANY, "t", LIT, "User:a", O.READ, ALLOW), "resource type"),
     (acl(T, "t", PatternType.MATCH, "User:a", O.READ, ALLOW), "pattern type"),
