@@ -227,10 +227,15 @@ def _element_name(api: ApiKey, item: Any) -> str:
 
 
 class RequestAuthorizer:
-    """Applies REQUIRED to one request around its handler (see the module docstring)."""
+    """Applies REQUIRED to one request around its handler (see the module docstring).
+    `topic_exists` and `auto_create_enabled` (the broker's metadata cache and
+    auto.create.topics.enable) say which topics a Metadata request would create."""
 
-    def __init__(self, authorizer: AclAuthorizer):
+    def __init__(self, authorizer: AclAuthorizer, *, topic_exists: Callable[[str], bool],
+                 auto_create_enabled: Callable[[], bool]):
         self.authz = authorizer
+        self.topic_exists = topic_exists
+        self.auto_create_enabled = auto_create_enabled
 
     async def handle(self, header: RequestHeader, body: dict[str, Any], handler: Handler) -> dict[str, Any] | None:
         api = ApiKey(header.api_key)
@@ -303,21 +308,20 @@ class RequestAuthorizer:
             return resp
         names = [t["name"] for t in requested]
         described = [n for n in names if allowed(O.DESCRIBE, T, n)]
-        may_create = allowed(O.CREATE, C, CLUSTER_NAME)
-        no_create = {n for n in described if not may_create and not allowed(O.CREATE, T, n)}
-        if described:
-            resp = await handler(header, {**body, "topics": [{"name": n} for n in described],
-                                          "allow_auto_topic_creation": body.get("allow_auto_topic_creation", True) and not no_create})
-        else:
-            resp = await handler(header, {**body, "topics": []})
+        # Kafka's handleTopicMetadataRequest: when this request would auto-create topics
+        # (the client asks, auto.create.topics.enable is on), each topic that does not exist
+        # needs Create on the cluster or on itself; one without it is answered
+        # TOPIC_AUTHORIZATION_FAILED and the rest are served as asked. Nothing awaits
+        # between this look at the metadata cache and the handler's.
+        not_creatable: set[str] = set()
+        if body.get("allow_auto_topic_creation", True) and self.auto_create_enabled() and not allowed(O.CREATE, C, CLUSTER_NAME):
+            not_creatable = {n for n in described if not self.topic_exists(n) and not allowed(O.CREATE, T, n)}
+        served = [n for n in described if n not in not_creatable]
+        resp = await handler(header, {**body, "topics": [{"name": n} for n in served]})
         assert resp is not None
         denied_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        auto = body.get("allow_auto_topic_creation", True)
-        for t in resp["topics"]:
-            if t["name"] in no_create and auto and t["error_code"] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                t["error_code"] = denied_code  # Kafka: creating it was not allowed
-        resp["topics"] = [t for t in resp["topics"] if t["name"] in described] + [
-            {"error_code": denied_code, "name": n, "is_internal": False, "partitions": []} for n in names if n not in described]
+        resp["topics"] = [t for t in resp["topics"] if t["name"] in served] + [
+            {"error_code": denied_code, "name": n, "is_internal": False, "partitions": []} for n in names if n not in served]
         return resp
 
     async def _list_groups(self, header: RequestHeader, body: dict[str, Any], handler: Handler) -> dict[str, Any]:

@@ -165,7 +165,9 @@ class Broker:
         self.groups: GroupCoordinatorDriver = None  # type: ignore[assignment]  # set at start, once the offsets topic's size is known
         # Issue 15: ACL authorization of client requests, when authorizer.class.name is set.
         self.authorizer: AclAuthorizer | None = AclAuthorizer(self.settings) if self.settings["authorizer.class.name"] else None
-        self.request_authorizer = RequestAuthorizer(self.authorizer) if self.authorizer is not None else None
+        self.request_authorizer = RequestAuthorizer(
+            self.authorizer, topic_exists=lambda name: name in self.metadata_cache.topics,
+            auto_create_enabled=lambda: self.settings["auto.create.topics.enable"]) if self.authorizer is not None else None
         self.kafka_apis = KafkaApis(self)
         self.client_listener: ClientListener | None = None  # the first of client_listeners
         self.client_listeners: list[ClientListener] = []

@@ -16,7 +16,8 @@ T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 ALICE = "User:alice"
 
 
-def make(*grants: tuple[ResourceType, str, Operation], principal: str = ALICE) -> RequestAuthorizer:
+def make(*grants: tuple[ResourceType, str, Operation], principal: str = ALICE, existing: tuple[str, ...] = (),
+         auto_create: bool = True) -> RequestAuthorizer:
     authz = AclAuthorizer({"super.users": "User:admin", "allow.everyone.if.no.acl.found": False})
     by: dict = {}
     for rt, name, op in grants:
@@ -24,7 +25,7 @@ def make(*grants: tuple[ResourceType, str, Operation], principal: str = ALICE) -
         by.setdefault(ResourcePattern(rt, name, pattern_type), set()).add(AccessControlEntry(principal, "*", op, Permission.ALLOW))
     authz.cache.replace_all(by)
     current_connection.set(ConnectionState("PLAINTEXT", "127.0.0.1", ALICE))
-    return RequestAuthorizer(authz)
+    return RequestAuthorizer(authz, topic_exists=lambda name: name in existing, auto_create_enabled=lambda: auto_create)
 
 
 class Recorder:
@@ -93,8 +94,8 @@ async def test_cluster_apis_and_idempotent_producers():
 
 
 async def test_metadata_hides_all_topics_listing_and_refuses_named_ones():
-    ra = make((T, "pub-", Operation.DESCRIBE))
     topics = ["pub-a", "priv-b"]
+    ra = make((T, "pub-", Operation.DESCRIBE), existing=tuple(topics))
 
     def answer(b):
         names = topics if b.get("topics") is None else [t["name"] for t in b["topics"]]
@@ -108,7 +109,6 @@ async def test_metadata_hides_all_topics_listing_and_refuses_named_ones():
                                                          "allow_auto_topic_creation": True}, rec)
     assert {(t["name"], t["error_code"]) for t in resp["topics"]} == {("pub-a", 0), ("priv-b", 29)}
     assert rec.bodies[-1]["topics"] == [{"name": "pub-a"}]
-    assert rec.bodies[-1]["allow_auto_topic_creation"] is False  # no Create: never auto-created
 
 
 async def test_super_users_skip_every_check():
@@ -160,3 +160,44 @@ async def test_offset_delete_needs_read_on_each_topic_and_answers_the_rest_per_p
     with pytest.raises(KafkaliteError) as refused:  # Read on the topic is not enough without Delete on the group
         await make((T, "mine", Operation.READ)).handle(h, body, rec)
     assert refused.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def _metadata_answer(existing: tuple[str, ...]):
+    """A handler that auto-creates missing topics when asked (auto.create.topics.enable on)."""
+    def answer(b):
+        created = b["allow_auto_topic_creation"]
+        return {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1, "topics": [
+            {"error_code": 0 if t["name"] in existing or created else 3, "name": t["name"], "is_internal": False, "partitions": []}
+            for t in b["topics"]]}
+    return answer
+
+
+async def test_metadata_decides_auto_creation_per_topic():
+    # Create on 'a' only: 'a' is auto-created, 'b' (missing) is refused, 'old' (exists) is
+    # served; one topic without Create no longer stops the others' creation.
+    ra = make((T, "a", Operation.CREATE), (T, "a", Operation.DESCRIBE), (T, "b", Operation.DESCRIBE),
+              (T, "old", Operation.DESCRIBE), existing=("old",))
+    rec = Recorder(_metadata_answer(("old",)))
+    resp = await ra.handle(header(ApiKey.METADATA, 9), {"topics": [{"name": "a"}, {"name": "b"}, {"name": "old"}],
+                                                         "allow_auto_topic_creation": True}, rec)
+    assert rec.bodies[0]["topics"] == [{"name": "a"}, {"name": "old"}]
+    assert rec.bodies[0]["allow_auto_topic_creation"] is True
+    assert {(t["name"], t["error_code"]) for t in resp["topics"]} == {("a", 0), ("b", 29), ("old", 0)}
+    encode_response(header(ApiKey.METADATA, 9), resp)
+    # Create on the cluster covers every topic
+    ra = make((T, "b", Operation.DESCRIBE), (C, CLUSTER_NAME, Operation.CREATE))
+    resp = await ra.handle(header(ApiKey.METADATA, 9), {"topics": [{"name": "b"}], "allow_auto_topic_creation": True},
+                           Recorder(_metadata_answer(())))
+    assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [("b", 0)]
+
+
+@pytest.mark.parametrize("auto_create, asked", [(False, True), (True, False)])
+async def test_metadata_without_auto_creation_answers_a_missing_topic_unknown_not_unauthorized(auto_create, asked):
+    # Nothing would be created (auto.create.topics.enable off, or the client does not ask):
+    # Kafka answers UNKNOWN_TOPIC_OR_PARTITION whatever the Create ACLs.
+    ra = make((T, "b", Operation.DESCRIBE), auto_create=auto_create)
+    rec = Recorder(lambda b: {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1, "topics": [
+        {"error_code": 3, "name": t["name"], "is_internal": False, "partitions": []} for t in b["topics"]]})
+    resp = await ra.handle(header(ApiKey.METADATA, 9), {"topics": [{"name": "b"}], "allow_auto_topic_creation": asked}, rec)
+    assert rec.bodies[0]["topics"] == [{"name": "b"}]
+    assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [("b", 3)]
