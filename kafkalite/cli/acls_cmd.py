@@ -248,11 +248,13 @@ def run_remove(args: argparse.Namespace) -> int:
 
 def _print_table(rows: list[dict[str, Any]], title: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, title_justify="left")
     for col in ("resource", "pattern", "name", "principal", "host", "operation", "permission"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["resource_type"], r["pattern_type"], r["name"], r["principal"], r["host"], r["operation"],
-                      f"[red]{r['permission']}[/red]" if r["permission"] == "Deny" else r["permission"])
+        # Text, never markup: names, principals and hosts are whatever CreateAcls stored
+        cells = [Text(r[k]) for k in ("resource_type", "pattern_type", "name", "principal", "host", "operation")]
+        table.add_row(*cells, Text(r["permission"], style="red" if r["permission"] == "Deny" else ""))
     console_for_tables().print(table)

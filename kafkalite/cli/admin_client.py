@@ -521,9 +521,15 @@ def counted(n: int, noun: str) -> str:
 
 def console_for_tables() -> Any:
     """A rich Console; when stdout is not a terminal (pipes, tests) it is wide enough that
-    no table cell wraps, so `grep UNDER-REPLICATED` works."""
+    no table cell wraps, so `grep UNDER-REPLICATED` works.
+
+    Strings print as they are: no console markup, no :emoji: codes. The tables and lines
+    carry names from the cluster (ACL principals and names, group, member and client ids,
+    config values, hosts), and as markup a group named "[/]g" raised MarkupError and the
+    principal "User:[red]eve" showed as "User:eve". Styles are given as rich Text."""
     import sys
 
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=250)
+    plain = {"markup": False, "emoji": False}
+    return Console(**plain) if sys.stdout.isatty() else Console(width=250, **plain)

@@ -68,6 +68,7 @@ def run_describe(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     from rich.table import Table
+    from rich.text import Text
 
     console = console_for_tables()
     table = Table("id", "address", "rack", "controller", title=f"cluster {meta.cluster_id or '-'}")
@@ -75,11 +76,10 @@ def run_describe(args: argparse.Namespace) -> int:
         table.add_row(str(b.id), f"{b.host}:{b.port}", b.rack or "-", "*" if b.id == meta.controller_id else "")
     console.print(table)
     under, offline = summary["under_replicated_partitions"], summary["offline_partitions"]
-    console.print(
+    console.print(Text.assemble(
         f"controller: {meta.controller_id if meta.controller_id >= 0 else 'none'}   "
-        f"topics: {summary['topics']}   partitions: {summary['partitions']}   "
-        f"under-replicated: {'[yellow]' + str(under) + '[/yellow]' if under else 0}   "
-        f"offline: {'[red]' + str(offline) + '[/red]' if offline else 0}")
+        f"topics: {summary['topics']}   partitions: {summary['partitions']}   under-replicated: ",
+        (str(under), "yellow" if under else ""), "   offline: ", (str(offline), "red" if offline else "")))
     return 0
 
 

@@ -88,6 +88,7 @@ def run_describe(args: argparse.Namespace) -> int:
                           "configs": configs}, indent=2))
         return 0
     from rich.table import Table
+    from rich.text import Text
 
     console = console_for_tables()
     if not configs:
@@ -95,7 +96,7 @@ def run_describe(args: argparse.Namespace) -> int:
         return 0
     table = Table("config", "value", "source", "read-only", title=label)
     for c in configs:
-        value = "[dim](sensitive)[/dim]" if c["sensitive"] else (c["value"] if c["value"] is not None else "-")
+        value = Text("(sensitive)", style="dim") if c["sensitive"] else (c["value"] if c["value"] is not None else "-")
         table.add_row(c["name"], value, c["source"], "yes" if c["read_only"] else "no")
     console.print(table)
     return 0

@@ -34,18 +34,19 @@ from kafkalite.testing.netns import NetnsError
 def _table(status: dict) -> None:
     """What runs where; printed whole when stdout is not a terminal (no "inter-b…" cells)."""
     from rich.table import Table
+    from rich.text import Text
 
     console = console_for_tables()
     zk = status["zookeeper"]
     where = f" in namespace {zk['namespace']}" if zk.get("namespace") else (
         " (members " + ", ".join(f"{m['name']} in {m['namespace']}" for m in zk["members"]) + ")" if zk.get("members") else "")
-    console.print(f"ZooKeeper {zk['connect']}{where} (pid {zk['pid']}) {'up' if zk['alive'] else '[red]down[/red]'}")
+    console.print(Text.assemble(f"ZooKeeper {zk['connect']}{where} (pid {zk['pid']}) ", ("up", "") if zk["alive"] else ("down", "red")))
     netns = "netns" in status
     t = Table("id", "pid", "client", "inter-broker", "admin", "rack", "alive", "registered", "controller",
               *(["namespace"] if netns else []))
     for b in status["brokers"]:
         t.add_row(str(b["id"]), str(b["pid"]), f"{b['host']}:{b['port']}", str(b["inter_broker_port"]), str(b["admin_port"]),
-                  b["rack"] or "-", "yes" if b["alive"] else "[red]no[/red]", "yes" if b["registered"] else "no",
+                  b["rack"] or "-", "yes" if b["alive"] else Text("no", style="red"), "yes" if b["registered"] else "no",
                   "*" if b["controller"] else "", *([b["namespace"]] if netns else []))
     console.print(t)
     if netns:

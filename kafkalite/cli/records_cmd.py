@@ -192,20 +192,21 @@ def run_log_dirs(args: argparse.Namespace) -> int:
 
 def _print_table(doc: dict[str, Any]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = console_for_tables()
     table = Table("broker", "log dir", "topic", "partition", "size", "bytes", "offset lag", "status")
     for b in doc["brokers"]:
         if b["error"]:
-            table.add_row(str(b["id"]), "-", "-", "-", "-", "-", "-", f"[red]{b['error'].upper()}[/red]")
+            table.add_row(str(b["id"]), "-", "-", "-", "-", "-", "-", Text(b["error"].upper(), style="red"))
             continue
         for d in b["log_dirs"]:
-            status = f"[red]{d['error']}[/red]" if d["error"] else "ok"
+            status = Text(d["error"], style="red") if d["error"] else "ok"
             for p in d["partitions"]:
                 table.add_row(str(b["id"]), d["path"], p["topic"], str(p["partition"]), human_bytes(p["size"]), str(p["size"]),
                               str(p["offset_lag"]), status)
-            table.add_row(str(b["id"]), d["path"], "[bold]dir total[/bold]", "", human_bytes(d["size"]), str(d["size"]), "", status,
+            table.add_row(str(b["id"]), d["path"], Text("dir total", style="bold"), "", human_bytes(d["size"]), str(d["size"]), "", status,
                           end_section=True)
-        table.add_row(str(b["id"]), "", "[bold]broker total[/bold]", "", human_bytes(b["size"]), str(b["size"]), "", "", end_section=True)
-    table.add_row("", "", "[bold]total[/bold]", "", human_bytes(doc["size"]), str(doc["size"]), "", "")
+        table.add_row(str(b["id"]), "", Text("broker total", style="bold"), "", human_bytes(b["size"]), str(b["size"]), "", "", end_section=True)
+    table.add_row("", "", Text("total", style="bold"), "", human_bytes(doc["size"]), str(doc["size"]), "", "")
     console.print(table)

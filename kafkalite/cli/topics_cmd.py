@@ -152,6 +152,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def _print_table(topics: list[TopicInfo]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = console_for_tables()
     if not topics:
@@ -162,12 +163,12 @@ def _print_table(topics: list[TopicInfo]) -> None:
         for p in t.partitions:
             flags = []
             if p.offline:
-                flags.append("[red]OFFLINE[/red]")
+                flags.append(Text("OFFLINE", style="red"))
             if p.under_replicated:
-                flags.append("[yellow]UNDER-REPLICATED[/yellow]")
-            table.add_row(t.name, str(p.partition), str(p.leader) if p.leader >= 0 else "[red]-1[/red]",
+                flags.append(Text("UNDER-REPLICATED", style="yellow"))
+            table.add_row(t.name, str(p.partition), str(p.leader) if p.leader >= 0 else Text("-1", style="red"),
                           str(p.leader_epoch), _ids(p.replicas), _ids(p.isr), _ids(p.offline_replicas) or "-",
-                          " ".join(flags) or "ok")
+                          Text(" ").join(flags) or "ok")
     console.print(table)
 
 

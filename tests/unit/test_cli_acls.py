@@ -49,3 +49,14 @@ def test_list_filters_default_to_any_and_match_is_explicit():
 def test_bad_options_are_named(argv, why):
     with pytest.raises(InvalidAclError, match=why):
         acls_cmd.spec_from_args(parse(*argv), for_add=argv[0] == "add")
+
+
+def test_list_prints_stored_names_and_principals_as_they_are(capsys):
+    # As rich markup, "User:[red]eve" printed as "User:eve" and a group named "[/]g" raised
+    # MarkupError (a traceback instead of the table).
+    rows = [{"resource_type": "Group", "pattern_type": "LITERAL", "name": "[/]g", "principal": "User:[red]eve",
+             "host": ":warning:", "operation": "Read", "permission": "Deny"}]
+    acls_cmd._print_table(rows, "1 ACL")
+    out = capsys.readouterr().out
+    for text in ("[/]g", "User:[red]eve", ":warning:", "Deny"):
+        assert text in out
