@@ -43,7 +43,7 @@ from kafkalite.protocol.codec import RequestHeader, error_response_body
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ERROR_ECHO, SELF, ApiKey
 from kafkalite.zk.acl_store import EXTENDED_CHANGES, LITERAL_CHANGES, AclStore, decode_change
-from kafkalite.zk.errors import ZkError
+from kafkalite.zk.errors import ZkError, ZnodeDecodeError
 
 if TYPE_CHECKING:
     from kafkalite.zk import ZkAdapter
@@ -197,7 +197,14 @@ class AclAuthorizer:
             if pattern is not None:
                 patterns.add(pattern)
         for pattern in patterns:
-            self.cache.set(pattern, await loop.run_in_executor(None, store.read, pattern))
+            try:
+                entries = await loop.run_in_executor(None, store.read, pattern)
+            except ZnodeDecodeError as e:
+                # Not worth retrying (it is what ZooKeeper holds) and not to be kept stale
+                # (a revoked Allow would go on granting): no ACLs for it, then the others.
+                log.error("%s; enforcing no ACLs of %s until it is fixed", e, pattern)
+                entries = frozenset()
+            self.cache.set(pattern, entries)
         self.reloads += 1
         if time.monotonic() - self._purged_at > PURGE_INTERVAL_S:
             await loop.run_in_executor(None, self._purge)

@@ -31,7 +31,7 @@ from kafkalite.core.acl import (
     PatternType,
     ResourcePattern,
 )
-from kafkalite.zk.errors import StaleZnodeVersionError, ZkContentionError, ZnodeExistsError, ZnodeNotFoundError
+from kafkalite.zk.errors import StaleZnodeVersionError, ZkContentionError, ZnodeDecodeError, ZnodeExistsError, ZnodeNotFoundError
 from kafkalite.zk.kazoo_errors import calls
 
 log = logging.getLogger(__name__)
@@ -62,19 +62,28 @@ def encode_entries(entries: Iterable[AccessControlEntry]) -> bytes:
     return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
 
 
-def decode_entries(data: bytes) -> frozenset[AccessControlEntry]:
-    """The entries of one ACL znode. A malformed entry is skipped with a log line: one bad
-    znode (written by hand) must not stop a broker from enforcing the others."""
+def decode_entries(data: bytes, path: str) -> frozenset[AccessControlEntry]:
+    """The entries of the ACL znode at `path`. ZnodeDecodeError when it is not Kafka's
+    document ({"version":1,"acls":[...]}, e.g. `[]` or a truncated `{`); a malformed entry
+    inside one is skipped with a log line, the others kept."""
     if not data:
         return frozenset()
-    doc = json.loads(data.decode())
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: "[[[[..." nested past the limit
+        raise ZnodeDecodeError(path, f"not JSON ({type(e).__name__})") from None
+    acls = doc.get("acls") if isinstance(doc, dict) else None
+    if not isinstance(acls, list):
+        raise ZnodeDecodeError(path, f'expected {{"version":1,"acls":[...]}}, got {doc!r:.200}')
     out = set()
-    for a in doc.get("acls", []):
+    for a in acls:
         try:
+            if not isinstance(a["principal"], str) or not isinstance(a["host"], str):
+                raise TypeError("principal and host must be strings")
             out.add(AccessControlEntry(principal=a["principal"], host=a["host"], operation=OPERATION_BY_NAME[a["operation"]],
                                        permission=PERMISSION_BY_NAME[a["permissionType"]]))
         except (KeyError, TypeError):
-            log.warning("skipping a malformed ACL entry %r", a)
+            log.warning("skipping a malformed ACL entry %r in %s", a, path)
     return frozenset(out)
 
 
@@ -112,10 +121,14 @@ class AclStore:
                 self.zk.ensure_path(f"{root}/{name}")
 
     def read(self, p: ResourcePattern) -> frozenset[AccessControlEntry]:
-        got = self.zk.get(acl_path(p))
-        return decode_entries(got[0]) if got else frozenset()
+        """p's entries; ZnodeDecodeError if its znode is unreadable."""
+        path = acl_path(p)
+        got = self.zk.get(path)
+        return decode_entries(got[0], path) if got else frozenset()
 
     def read_all(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every pattern's entries. An unreadable znode is logged and left out: its pattern
+        has no ACLs (it grants nothing) until it is fixed, and the others are all read."""
         out: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             for kind, name in RESOURCE_TYPE_NAMES.items():
@@ -125,7 +138,11 @@ class AclStore:
                 for c in children:
                     got = found.get(f"{parent}/{c}")
                     if got is not None:
-                        entries = decode_entries(got[0])
+                        try:
+                            entries = decode_entries(got[0], f"{parent}/{c}")
+                        except ZnodeDecodeError as e:
+                            log.error("%s; enforcing no ACLs of that pattern until it is fixed", e)
+                            continue
                         if entries:
                             out[ResourcePattern(kind, c, pattern_type)] = entries
         return out
@@ -137,7 +154,7 @@ class AclStore:
         path = acl_path(p)
         for _ in range(RETRIES_MAX):
             got = self.zk.get(path)
-            old = decode_entries(got[0]) if got else frozenset()
+            old = decode_entries(got[0], path) if got else frozenset()
             new = frozenset(change(old))
             if new == old:
                 return new

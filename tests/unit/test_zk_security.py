@@ -10,6 +10,7 @@ from kazoo.security import Permissions
 
 from kafkalite.core.acl import AccessControlEntry, Operation, PatternType, Permission, ResourcePattern, ResourceType
 from kafkalite.zk import acl_store
+from kafkalite.zk.errors import ZnodeDecodeError
 from kafkalite.zk.security import ZkSecurity, make_client, security_from
 
 
@@ -57,13 +58,27 @@ def test_acl_znodes_in_kafkas_layout():
     assert json.loads(data) == {"version": 1, "acls": [
         {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
         {"principal": "User:bob", "permissionType": "Deny", "operation": "IdempotentWrite", "host": "10.0.0.1"}]}
-    assert acl_store.decode_entries(data) == entries
+    assert acl_store.decode_entries(data, "/kafka-acl/Topic/orders") == entries
     # a hand-written bad entry is skipped, the rest kept
     bad = b'{"version":1,"acls":[{"principal":"User:x","permissionType":"Maybe","operation":"Read","host":"*"},' \
           b'{"principal":"User:y","permissionType":"Allow","operation":"Write","host":"*"}]}'
-    assert acl_store.decode_entries(bad) == {AccessControlEntry("User:y", "*", Operation.WRITE, Permission.ALLOW)}
+    assert acl_store.decode_entries(bad, "/kafka-acl/Topic/orders") == {AccessControlEntry("User:y", "*", Operation.WRITE, Permission.ALLOW)}
     for pattern in (lit, pre):
         parent, note = acl_store.encode_change(pattern)
         assert acl_store.decode_change(parent, note) == pattern
     assert acl_store.encode_change(lit) == ("/kafka-acl-changes", b"Topic:orders")
     assert acl_store.decode_change("/kafka-acl-changes", b"Nonsense:x") is None
+
+
+@pytest.mark.parametrize("data", [b"[]", b"{", b"\xff", b'"acls"', b'{"version":1,"acls":3}', b"[" * 100_000])
+def test_an_acl_znode_that_is_not_kafkas_document_is_a_typed_decode_error(data):
+    with pytest.raises(ZnodeDecodeError, match="/kafka-acl/Topic/orders"):
+        acl_store.decode_entries(data, "/kafka-acl/Topic/orders")
+
+
+def test_acl_entries_whose_principal_or_host_is_not_a_string_are_skipped():
+    data = json.dumps({"version": 1, "acls": [
+        {"principal": 7, "permissionType": "Allow", "operation": "Read", "host": "*"},
+        {"principal": "User:y", "permissionType": "Allow", "operation": "Read", "host": ["*"]},
+        {"principal": "User:z", "permissionType": "Allow", "operation": "Read", "host": "*"}]}).encode()
+    assert acl_store.decode_entries(data, "/kafka-acl/Topic/t") == {AccessControlEntry("User:z", "*", Operation.READ, Permission.ALLOW)}
