@@ -212,6 +212,9 @@ class Partition(Replica):
             super().truncate_to(offset)
         if removed:
             self.on_truncated(self)
+            # A consumer waiting here (KIP-392) past the new end is answered now, not when
+            # the next append or its max_wait comes.
+            self.notify(hw_may_have_moved=False)
 
     def advance_log_start(self, offset: int) -> bool:
         """DeleteRecords on the leader, or a follower following the leader's log start:
@@ -239,6 +242,7 @@ class Partition(Replica):
         self.state.on_truncate(self.leo, self.log.log_start_offset)
         self.state.maybe_update_log_start_offset(offset)
         self.initial_hw = offset
+        self.notify(hw_may_have_moved=False)
 
     # -- reads --------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, upper: int, min_one: bool = True) -> bytes:

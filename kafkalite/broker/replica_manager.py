@@ -541,11 +541,12 @@ class ReplicaManager:
                     return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, 0,
                                       hw_news=part.state.follower_lacks_hw(replica_id))
                 return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, part.log.bytes_available(fetch_offset, part.leo),
-                                  hw_news=part.state.follower_lacks_hw(replica_id))
+                                  hw_news=part.state.follower_lacks_hw(replica_id), log_start_offset=part.log_start_offset)
             # A consumer may be served by a follower too (Fetch v11+, KIP-392); it waits
             # for the HW of whichever replica serves it, and up to the log end.
             serving = part.is_leader or (client is not None and part.state.is_follower)
-            return FetchProbe(part.leader_epoch if serving else None, part.hw, part.log.bytes_available(fetch_offset, part.hw), part.leo)
+            return FetchProbe(part.leader_epoch if serving else None, part.hw, part.log.bytes_available(fetch_offset, part.hw), part.leo,
+                              log_start_offset=part.log_start_offset)
 
         statuses = {tp: FetchPartitionStatus(req["fetch_offset"], req.get("current_leader_epoch", -1)) for tp, req in requests}
         await self.delayed.wait_fetch(DelayedFetch(statuses, min_bytes), max_wait_ms, probe)

@@ -287,6 +287,7 @@ class FetchProbe:
     bytes_available: int
     log_end_offset: int | None = None
     hw_news: bool = False  # a follower's fetch: the leader's HW moved past what it was last told
+    log_start_offset: int = 0  # a fetch offset below it (retention, DeleteRecords) is answered at once
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,8 @@ class DelayedFetch:
             assert seen.end_offset <= log_end
             if status.fetch_offset > log_end:
                 return True
+            if status.fetch_offset < seen.log_start_offset:
+                return True  # deleted under it: OFFSET_OUT_OF_RANGE now (Kafka's case F), not at max_wait
             if seen.hw_news:
                 return True
             accumulated += max(0, seen.bytes_available)

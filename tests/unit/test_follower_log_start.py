@@ -55,3 +55,18 @@ def test_a_truncation_below_the_log_start_takes_the_state_down_with_the_log(tmp_
     assert (part.state.log_start_offset, part.hw, part.state.hw) == (80, 80, 80)
     part.append_as_follower(_batch(80, epoch=3), leader_hw=85)
     assert (part.leo, part.hw) == (90, 85)
+
+
+def test_a_truncation_wakes_what_waits_on_the_partition(tmp_path):
+    """A consumer waiting on a follower (KIP-392) at an offset a truncation takes away is
+    answered at once, not at the next append or its max_wait."""
+    part = _follower(tmp_path, "f")
+    for base in range(0, 50, 10):
+        part.append_as_follower(_batch(base), leader_hw=30)
+    woken: list[bool] = []
+    part.listeners.append(lambda p, hw_moved: woken.append(hw_moved))
+    part.truncate_to(45)  # inside a batch: back to 40
+    assert part.leo == 40 and woken
+    woken.clear()
+    part.truncate_fully_and_start_at(60)
+    assert woken

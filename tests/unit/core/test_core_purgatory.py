@@ -222,6 +222,14 @@ def test_delayed_fetch_of_a_consumer_ahead_of_the_hw_waits_until_beyond_the_log_
     assert beyond.error_partitions == set()
 
 
+def test_delayed_fetch_below_the_log_start_is_answered_at_once():
+    """Retention or DeleteRecords moved the log start past a waiting consumer's offset: it
+    is answered now (OFFSET_OUT_OF_RANGE, Kafka's DelayedFetch case F), not at max_wait."""
+    below = DelayedFetch({A: FetchPartitionStatus(5, 3)}, min_bytes=1)
+    assert below.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_start_offset=5)) is False
+    assert below.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_start_offset=6)) is True
+
+
 def test_delayed_fetch_of_a_follower_completes_when_the_hw_moved_past_what_it_was_told():
     fetch = DelayedFetch({A: FetchPartitionStatus(10, 3)}, min_bytes=1)
     assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is False
