@@ -452,6 +452,10 @@ class Controller:
         # while another ISR member is live (_elect_offline). Dropped from a partition once a
         # write leaves them out of its ISR or makes them its leader.
         self._stale_members: dict[TP, frozenset[int]] = {}
+        # Moves whose replicas are in the topic znode but whose leader-epoch bump, which
+        # tells every replica (the new ones start fetching), was not written: ZooKeeper
+        # failed in between. Announced again by the next event that advances moves.
+        self._unannounced_moves: set[TP] = set()
 
     # -------------------------------------------------------------- driving
 
@@ -506,7 +510,7 @@ class Controller:
         self.reassignments, self.throttle, self.gone = {}, {}, {}
         self._reassignments_read = False
         self.offline, self._offline_reports = {}, {}
-        self._uncreated, self._stale_members = set(), {}
+        self._uncreated, self._stale_members, self._unannounced_moves = set(), {}, set()
         return out
 
     def _start(self, gen: Handler) -> None:
@@ -1339,14 +1343,26 @@ class Controller:
             for tp in reordered:
                 self.reassignments.pop(tp, None)
 
-        def bump(tps: Sequence[TP]) -> list[PartitionChange]:
-            return [PartitionChange(tp, st.leader, st.leader_epoch + 1, tuple(st.isr), st.version)
-                    for tp in tps if (st := self.states.get(tp)) is not None]
+        self._unannounced_moves.update(started)
+        yield from self._announce_moves(started)
 
-        yield from self._decide_write_propagate(bump, started)
+    def _announce_moves(self, tps: Sequence[TP]) -> Handler:
+        """Step 2: the leader epoch bumped and LeaderAndIsr to every replica of each moving
+        partition. One whose bump ZooKeeper failed stays in `_unannounced_moves` and is
+        announced by the next event that advances moves: else its new replicas, never told,
+        never fetched, and the move waited for a broker change or a failover."""
+        def bump(todo: Sequence[TP]) -> list[PartitionChange]:
+            return [PartitionChange(tp, st.leader, st.leader_epoch + 1, tuple(st.isr), st.version)
+                    for tp in todo if (st := self.states.get(tp)) is not None]
+
+        written = yield from self._decide_write_propagate(bump, tps)
+        self._unannounced_moves.difference_update(written)
 
     def _advance_moves(self, tps: Iterable[TP]) -> Handler:
         """Moves that can finish (RAR ⊆ ISR), and cancelled ones that can go back."""
+        if self._unannounced_moves:
+            self._unannounced_moves &= set(self.moving())
+            yield from self._announce_moves(sorted(self._unannounced_moves))
         finishing, reverting = [], []
         for tp in sorted(set(tps)):
             if tp[0] not in self.topics or tp not in self.states:

@@ -843,6 +843,30 @@ def test_a_preferred_election_passes_over_a_replica_whose_log_dir_failed():
     assert zk.nodes[T0].leader == 2 and run.answers[0].response.elected == ()
 
 
+def test_a_move_whose_epoch_bump_failed_is_announced_by_the_next_event():
+    """ZooKeeper took the move's topic znode write, then failed the leader-epoch bump that
+    tells every replica: broker 4, being added, was never told and never fetched, and the
+    driver's retry of the event found the move already started and did nothing more, until a
+    broker change or a failover. The next event that advances moves announces it."""
+    zk = Znodes()
+    ctrl, _ = active(zk, live=(1, 2, 3, 4))
+    zk.reassign = {T0: (1, 2, 4)}
+    ready = ctrl.handle(core.ReassignmentsChanged(dict(zk.reassign)), 0)
+    sends = []
+    while ready.io is not None:
+        sends += ready.sends
+        failed = {tp: core.Failed("connection loss") for tp in ready.io.updates} if isinstance(ready.io, core.WriteStates) else None
+        ready = ctrl.resume(failed if failed is not None else zk.perform(ready.io), 0)
+    sends += ready.sends
+    assert ctrl.moving() == [T0] and zk.nodes[T0].leader_epoch == 0
+    assert not [s for s in sends if s.broker_id == 4 and isinstance(s.request, LeaderAndIsr)]
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))  # the driver's retry
+    (lai,) = run.to(4, LeaderAndIsr)
+    assert zk.nodes[T0].leader_epoch == 1 and [p.leader_epoch for p in lai.partitions] == [1]
+    run = drive(ctrl, zk, core.ReassignmentsChanged(dict(zk.reassign)))
+    assert run.to(4, LeaderAndIsr) == [] and zk.nodes[T0].leader_epoch == 1  # once
+
+
 def test_a_new_target_for_a_cancelled_move_that_cannot_go_back_yet_is_refused():
     """Review: t-0 moving (1, 2) -> (3, 4) was cancelled while no original replica could
     lead; a new plan for it, (3, 5), was taken for that move (its target ignored), so the
