@@ -531,12 +531,14 @@ class Controller:
 
 def _from_assignment(a: codec.TopicAssignment) -> core.Topic:
     return core.Topic({p: tuple(r) for p, r in a.partitions.items()}, dict(a.config),
-                      {p: tuple(r) for p, r in a.adding_replicas.items()}, {p: tuple(r) for p, r in a.removing_replicas.items()})
+                      {p: tuple(r) for p, r in a.adding_replicas.items()}, {p: tuple(r) for p, r in a.removing_replicas.items()},
+                      a.topic_id)
 
 
 def _to_assignment(t: core.Topic) -> codec.TopicAssignment:
     return codec.TopicAssignment({p: list(r) for p, r in t.partitions.items()}, dict(t.config),
-                                 {p: list(r) for p, r in t.adding.items()}, {p: list(r) for p, r in t.removing.items()})
+                                 {p: list(r) for p, r in t.adding.items()}, {p: list(r) for p, r in t.removing.items()},
+                                 t.topic_id)
 
 
 def _from_znode(st: codec.PartitionState, version: int) -> PartitionState:

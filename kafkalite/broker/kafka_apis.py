@@ -29,7 +29,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
 from kafkalite.rpc.transport import RpcError
 from kafkalite.zk import paths as zk_paths
-from kafkalite.zk.codec import TopicAssignment, encode_topic_assignment
+from kafkalite.zk.codec import TopicAssignment, encode_topic_assignment, new_topic_id
 from kafkalite.zk.errors import TopicAlreadyExistsError, ZkError
 from kafkalite.zk.multi import check_write_size
 
@@ -400,8 +400,10 @@ class KafkaApis:
                 else:  # the seeds' round robin from a random start broker (rack aware with racks)
                     assignment = assign_replicas(spec.partitions, spec.replication_factor, live, racks,
                                                  start_index=random.randrange(len(live)), replica_shift=random.randrange(len(live)))
+                # A new topic gets its id here, as Kafka's AdminZkClient gives it (KIP-516).
                 await asyncio.get_running_loop().run_in_executor(
-                    None, self.broker.zk.create_topic_znode, name, TopicAssignment(partitions=assignment, config=spec.config))
+                    None, self.broker.zk.create_topic_znode, name,
+                    TopicAssignment(partitions=assignment, config=spec.config, topic_id=new_topic_id()))
                 created.append((name, len(assignment)))
                 results[name] = (0, None)
             except TopicAlreadyExistsError:

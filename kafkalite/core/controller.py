@@ -95,12 +95,15 @@ class LiveBroker:
 @dataclass(frozen=True)
 class Topic:
     """/brokers/topics/<t>: partition -> assigned replicas (first is preferred), config, and
-    for partitions being moved the replicas being added and removed (KIP-455)."""
+    for partitions being moved the replicas being added and removed (KIP-455). `topic_id`
+    (KIP-516) as the znode holds it, None for a topic created before topic ids: kept by
+    every write of the topic and sent in LeaderAndIsr."""
 
     partitions: Mapping[int, tuple[int, ...]]
     config: Mapping[str, str] = field(default_factory=dict)
     adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: str | None = None
 
     def with_partitions(self, replicas: Mapping[int, tuple[int, ...]] | None = None, moves: Mapping[int, Move] | None = None,
                         dropped: Iterable[int] = ()) -> Topic:
@@ -120,7 +123,7 @@ class Topic:
             adding[p], removing[p] = m.adding, m.removing
             if not m.moving:
                 del adding[p], removing[p]
-        return Topic(parts, self.config, adding, removing)
+        return Topic(parts, self.config, adding, removing, self.topic_id)
 
 
 # ------------------------------------------------------------------ events
@@ -1126,7 +1129,7 @@ class Controller:
         for t, cfg in sorted(configs.items()):
             topic = self.topics.get(t)
             if topic is not None and dict(topic.config) != dict(cfg):
-                self.topics[t] = Topic(topic.partitions, dict(cfg), topic.adding, topic.removing)
+                self.topics[t] = Topic(topic.partitions, dict(cfg), topic.adding, topic.removing, topic.topic_id)
                 changed.extend((t, p) for p in sorted(topic.partitions))
         if not changed:
             return

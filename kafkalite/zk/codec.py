@@ -10,9 +10,11 @@ of these values; the adapter returns them alongside.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -58,12 +60,18 @@ class TopicAssignment:
     replicas - removing (its order is the admin entry's, kafkalite.core.reassignment). A partition at rest has no entry in either map; empty lists are dropped, and
     the maps are written only when non-empty (absent = empty), so the znode of a topic at
     rest keeps its layout.
+
+    `topic_id` (KIP-516, Kafka's "topic_id"): given by CreateTopics when the znode is
+    created (new_topic_id), kept by every later write; None for a topic created before
+    kafkalite had ids (the field is absent then). It tells a topic from an earlier one of
+    the same name (a broker's log of a deleted topic is not the new topic's replica).
     """
 
     partitions: dict[int, list[int]]
     config: dict[str, str] = dataclasses.field(default_factory=dict)
     adding_replicas: dict[int, list[int]] = dataclasses.field(default_factory=dict)
     removing_replicas: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    topic_id: str | None = None
 
     def is_moving(self, partition: int) -> bool:
         return bool(self.adding_replicas.get(partition) or self.removing_replicas.get(partition))
@@ -180,7 +188,24 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
         out["adding_replicas"] = adding
     if removing:
         out["removing_replicas"] = removing
+    if assignment.topic_id is not None:
+        out["topic_id"] = assignment.topic_id
     return _dumps(out)
+
+
+def new_topic_id() -> str:
+    """A random topic id as Kafka writes one (Uuid.toString: 16 bytes, URL-safe base64
+    without padding, 22 characters); like Kafka's Uuid.randomUuid, never one starting
+    with "-" (it reads as a command-line option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
+
+
+def _is_topic_id(value: Any) -> bool:
+    """Kafka's Uuid.fromString: URL-safe base64 of 16 bytes, 22 characters unpadded."""
+    return isinstance(value, str) and len(value) == 22 and value.isascii() and all(c.isalnum() or c in "-_" for c in value)
 
 
 class PartitionStateFields(Protocol):
@@ -387,7 +412,11 @@ def decode_topic_assignment(data: bytes | None, path: str) -> TopicAssignment:
     for p, ids in removing.items():
         if set(ids) == set(partitions[p]):
             r.fail(f"removing_replicas of partition {p} would leave it no replica")
-    return TopicAssignment(partitions=partitions, config=dict(raw_config), adding_replicas=adding, removing_replicas=removing)
+    topic_id = r.obj.get("topic_id")  # absent: a topic created before topic ids
+    if topic_id is not None and not _is_topic_id(topic_id):
+        r.fail(f"topic_id must be a 22-character URL-safe base64 UUID, got {topic_id!r}")
+    return TopicAssignment(partitions=partitions, config=dict(raw_config), adding_replicas=adding, removing_replicas=removing,
+                           topic_id=topic_id)
 
 
 _decode_json = json.JSONDecoder().decode

@@ -238,6 +238,29 @@ def test_topic_assignment_without_moving_maps_decodes_as_at_rest():
     assert value.adding_replicas == {}
 
 
+def test_topic_id_round_trips_and_a_topic_created_before_ids_has_none():
+    """KIP-516: "topic_id" is written when the topic has one and is optional when read."""
+    topic_id = codec.new_topic_id()
+    assert len(topic_id) == 22 and not topic_id.startswith("-") and "=" not in topic_id
+    with_id = TopicAssignment({0: [1, 2]}, {"retention.ms": "5"}, adding_replicas={0: [2]}, topic_id=topic_id)
+    data = codec.encode_topic_assignment(with_id)
+    assert json.loads(data)["topic_id"] == topic_id
+    assert codec.decode_topic_assignment(data, "/brokers/topics/t") == with_id
+    without = TopicAssignment({0: [1, 2]}, {})
+    assert "topic_id" not in json.loads(codec.encode_topic_assignment(without))
+    assert codec.decode_topic_assignment(codec.encode_topic_assignment(without), "/brokers/topics/t").topic_id is None
+    # Kafka's own znode layout (version 2 with "topic_id") reads too
+    kafka = b'{"version":2,"partitions":{"0":[1]},"adding_replicas":{},"removing_replicas":{},"topic_id":"Fo2k4ddTRzq0Tpo4OwCIlw"}'
+    assert codec.decode_topic_assignment(kafka, "/brokers/topics/t").topic_id == "Fo2k4ddTRzq0Tpo4OwCIlw"
+    assert codec.new_topic_id() != codec.new_topic_id()
+
+
+@pytest.mark.parametrize("bad", [b'1', b'"short"', b'"Fo2k4ddTRzq0Tpo4OwCIl="', rb'"Fo2k4ddTRzq0Tpo4OwCIl\u00e9"'])
+def test_a_topic_id_that_is_not_a_uuid_is_a_decode_error(bad):
+    with pytest.raises(ZnodeDecodeError, match="topic_id"):
+        codec.decode_topic_assignment(b'{"partitions":{"0":[1]},"topic_id":' + bad + b"}", "/brokers/topics/t")
+
+
 def test_moving_partition_original_and_target_replicas():
     moving = TopicAssignment({0: [2, 3, 4, 1]}, {}, adding_replicas={0: [4]}, removing_replicas={0: [1]})
     assert moving.is_moving(0)

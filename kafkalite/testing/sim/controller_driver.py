@@ -146,7 +146,7 @@ class SimControllerDriver:
         for t in self.zk.topics():
             moving = self.zk.moving(t)
             topics[t] = core.Topic(self.zk.assignment(t), {}, {p: a for p, (a, _) in moving.items() if a},
-                                   {p: r for p, (_, r) in moving.items() if r})
+                                   {p: r for p, (_, r) in moving.items() if r}, self.zk.topic_id(t))
         return topics
 
     def _reassignment(self) -> dict[TP, tuple[int, ...]]:
@@ -461,7 +461,7 @@ class SimControllerDriver:
 def _topic_data(topic: core.Topic) -> dict[str, Any]:
     return {"partitions": {p: list(r) for p, r in sorted(topic.partitions.items())},
             "adding": {p: list(r) for p, r in sorted(topic.adding.items()) if r},
-            "removing": {p: list(r) for p, r in sorted(topic.removing.items()) if r}}
+            "removing": {p: list(r) for p, r in sorted(topic.removing.items()) if r}, "topic_id": topic.topic_id}
 
 
 def _describe(topic: core.Topic) -> str:

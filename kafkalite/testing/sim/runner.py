@@ -79,14 +79,14 @@ class Simulation:
         # assignment from then on (reassignment and partition removal change it).
         self.zk.create(zkm.topic_path(TOPIC), {
             "partitions": {p: [(p + j) % n + 1 for j in range(rf)] for p in range(self.cfg.partitions)},
-            "adding": {}, "removing": {},
+            "adding": {}, "removing": {}, "topic_id": f"id-{TOPIC}",
         })
         if self.cfg.offsets_partitions:
             # Issue 10: created by an admin like the data topic (Kafka creates it on the first
             # FindCoordinator; here it exists from the start).
             self.zk.create(zkm.topic_path(OFFSETS_TOPIC), {
                 "partitions": {p: [(p + 1 + j) % n + 1 for j in range(rf)] for p in range(self.cfg.offsets_partitions)},
-                "adding": {}, "removing": {},
+                "adding": {}, "removing": {}, "topic_id": f"id-{OFFSETS_TOPIC}",
             })
         # payload id -> (key, value) of an offsets record (the simulated log stores ids)
         self.offsets_records: dict[int, tuple[bytes | None, bytes | None]] = {}

@@ -237,6 +237,11 @@ class ZkModel:
         node = self.nodes.get(topic_path(topic))
         return {} if node is None else {p: tuple(r) for p, r in sorted(node.data["partitions"].items())}
 
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (KIP-516) as its znode holds it; None if it has none."""
+        node = self.nodes.get(topic_path(topic))
+        return None if node is None else node.data.get("topic_id")
+
     def moving(self, topic: str) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
         """partition -> (adding, removing) for the partitions being moved."""
         node = self.nodes.get(topic_path(topic))

@@ -1141,3 +1141,14 @@ def test_added_partitions_whose_states_failed_after_the_topic_znode_get_them_whe
     assert zk.nodes[("t", 2)].leader == 3 and ctrl.states[("t", 2)].leader == 3
     assert any(p.topic_partition == ("t", 2) for lai in run.to(3, LeaderAndIsr) for p in lai.partitions)
     assert zk.admin_deleted == [("add", (("t", 2),))]
+
+
+def test_a_topic_write_keeps_the_topic_id_read_from_the_znode():
+    """KIP-516: the id CreateTopics gave the topic survives the controller's own writes of
+    its znode (here a partition removal; reassignment ends and config changes alike)."""
+    zk = Znodes()
+    ctrl, _ = active(zk, topics={"t": core.Topic({0: (1, 2, 3), 1: (2, 3, 1)}, topic_id="Fo2k4ddTRzq0Tpo4OwCIlw")})
+    drive(ctrl, zk, core.TopicConfigsChanged({"t": {"retention.ms": "5"}}))
+    assert ctrl.topics["t"].topic_id == "Fo2k4ddTRzq0Tpo4OwCIlw"
+    ready = ctrl.handle(core.PartitionsRemoveRequested((T1,)), 0)
+    assert ready.io == core.WriteTopic("t", core.Topic({0: (1, 2, 3)}, {"retention.ms": "5"}, topic_id="Fo2k4ddTRzq0Tpo4OwCIlw"))
