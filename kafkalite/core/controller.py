@@ -1034,6 +1034,7 @@ class Controller:
             topic_configs={t: topics[t].config for t in names},
             partitions=tuple(partitions),
             throttle=dict(self.throttle) if any(topics[t].adding for t in names) else {},
+            topic_ids={t: topic_id for t in names if (topic_id := topics[t].topic_id) is not None},
         )
         self._out.sends.append(Send(broker_id, request))
 

@@ -45,7 +45,8 @@ def merged(a: ControllerRequest, b: ControllerRequest) -> ControllerRequest | No
             by_tp.update({p.topic_partition: p for p in b.partitions})
             return dataclasses.replace(a, partitions=tuple(by_tp.values()),
                                        live_leaders={**a.live_leaders, **b.live_leaders},
-                                       topic_configs={**a.topic_configs, **b.topic_configs}, throttle=_throttle_of(a, b))
+                                       topic_configs={**a.topic_configs, **b.topic_configs}, throttle=_throttle_of(a, b),
+                                       topic_ids={**a.topic_ids, **b.topic_ids})
         case StopReplica(), StopReplica():
             if a.delete != b.delete:
                 return None

@@ -55,9 +55,13 @@ class LeaderAndIsr:
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # bytes/s for replicas being added (leader/follower.replication.throttled.rate); empty: none
     throttle: Mapping[str, int] = field(default_factory=dict)
+    # KIP-516: topic -> its id, for the topics of `partitions` that have one (a topic created
+    # before topic ids has none; a request from a controller before them carries none).
+    # A broker replaces a local log whose id differs (kafkalite.core.replica_manager).
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "controller_id": self.controller_id, "controller_epoch": self.controller_epoch,
             "broker_epoch": self.broker_epoch, "init": self.init,
             "live_leaders": {b: [h, p] for b, (h, p) in self.live_leaders.items()},
@@ -65,6 +69,9 @@ class LeaderAndIsr:
             "throttle": dict(self.throttle),
             "partitions": self.partitions,  # msgpack packs tuples (and these NamedTuples) as arrays
         }
+        if self.topic_ids:  # absent otherwise: the layout of a request without ids is unchanged
+            out["topic_ids"] = dict(self.topic_ids)
+        return out
 
     @classmethod
     def from_wire(cls, h: Mapping[str, Any]) -> LeaderAndIsr:
@@ -75,7 +82,16 @@ class LeaderAndIsr:
             topic_configs=_configs(h.get("topic_configs")),
             throttle={str(k): int(v) for k, v in (h.get("throttle") or {}).items()},
             partitions=tuple(_leadership(*w) for w in h["partitions"]),
+            topic_ids=_topic_ids(h.get("topic_ids")),
         )
+
+
+def _topic_ids(raw: Any) -> dict[str, str]:
+    ids = dict(raw or {})
+    for topic, topic_id in ids.items():
+        if type(topic) is not str or type(topic_id) is not str:
+            raise TypeError(f"topic id {topic!r}: {topic_id!r} is not a string pair")
+    return ids
 
 
 def _ids(raw: Any) -> tuple[int, ...]:

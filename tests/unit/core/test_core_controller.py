@@ -1152,3 +1152,13 @@ def test_a_topic_write_keeps_the_topic_id_read_from_the_znode():
     assert ctrl.topics["t"].topic_id == "Fo2k4ddTRzq0Tpo4OwCIlw"
     ready = ctrl.handle(core.PartitionsRemoveRequested((T1,)), 0)
     assert ready.io == core.WriteTopic("t", core.Topic({0: (1, 2, 3)}, {"retention.ms": "5"}, topic_id="Fo2k4ddTRzq0Tpo4OwCIlw"))
+
+
+def test_leader_and_isr_carries_the_ids_of_topics_that_have_one():
+    zk = Znodes()
+    topics = {"t": core.Topic({0: (1, 2, 3), 1: (2, 3, 1)}, topic_id="Fo2k4ddTRzq0Tpo4OwCIlw"), "old": core.Topic({0: (1, 2)})}
+    zk.nodes[("old", 0)] = PartitionState(1, 0, (1, 2), 0, 1)
+    _, run = active(zk, topics=topics)
+    (lai,) = run.to(1, LeaderAndIsr)
+    assert {p.topic for p in lai.partitions} == {"t", "old"}
+    assert lai.topic_ids == {"t": "Fo2k4ddTRzq0Tpo4OwCIlw"}  # a topic created before ids has none

@@ -20,7 +20,7 @@ configs = st.dictionaries(names, st.dictionaries(names, st.text(max_size=10), ma
 leaderships = st.builds(m.PartitionLeadership, names, small, ids, ids, brokers, ids, brokers, brokers, brokers)
 lai = st.builds(m.LeaderAndIsr, ids, ids, ids, st.lists(leaderships, max_size=4).map(tuple), st.booleans(),
                 st.dictionaries(small, st.tuples(names, small), max_size=3), configs,
-                st.dictionaries(names, small, max_size=2))
+                st.dictionaries(names, small, max_size=2), st.dictionaries(names, names, max_size=3))
 endpoints = st.builds(m.BrokerEndpoint, small, names, small, small, small, st.none() | names, ids)
 partition_metadata = st.builds(m.PartitionMetadata, names, small, ids, ids, brokers, brokers, brokers)
 um = st.builds(m.UpdateMetadata, ids, ids, ids, st.lists(endpoints, max_size=3).map(tuple),
@@ -71,6 +71,22 @@ def test_merged_leader_and_isr_keeps_the_throttle_of_the_latest_request_that_add
     assert merged(moving, again).throttle == newer
     unthrottled = m.LeaderAndIsr(1, 2, 10, again.partitions)  # the throttle was cleared since
     assert merged(moving, unthrottled).throttle == {}
+
+
+def test_leader_and_isr_topic_ids_are_optional_on_the_wire_and_merge():
+    """KIP-516: a request carries the ids of its topics that have one; one from a
+    controller before topic ids (no "topic_ids" key) decodes with none."""
+    p = m.PartitionLeadership("t", 0, 1, 1, (1,), 1, (1,))
+    without = m.LeaderAndIsr(1, 2, 10, (p,))
+    assert "topic_ids" not in without.to_wire()
+    old_wire = {k: v for k, v in m.LeaderAndIsr(1, 2, 10, (p,), topic_ids={"t": "x"}).to_wire().items() if k != "topic_ids"}
+    assert m.LeaderAndIsr.from_wire(old_wire) == without
+    with_id = m.LeaderAndIsr(1, 2, 10, (p,), topic_ids={"t": "Fo2k4ddTRzq0Tpo4OwCIlw"})
+    wire = msgpack.unpackb(msgpack.packb(with_id.to_wire()), strict_map_key=False)
+    assert m.LeaderAndIsr.from_wire(wire).topic_ids == {"t": "Fo2k4ddTRzq0Tpo4OwCIlw"}
+    other = m.LeaderAndIsr(1, 2, 10, (m.PartitionLeadership("u", 0, 1, 1, (1,), 1, (1,)),), topic_ids={"u": "AAAAAAAAAAAAAAAAAAAAAA"})
+    assert merged(with_id, other).topic_ids == {"t": "Fo2k4ddTRzq0Tpo4OwCIlw", "u": "AAAAAAAAAAAAAAAAAAAAAA"}
+    assert merged(with_id, without).topic_ids == {"t": "Fo2k4ddTRzq0Tpo4OwCIlw"}
 
 
 def test_requests_for_different_registrations_or_init_never_merge():
