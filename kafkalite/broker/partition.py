@@ -53,6 +53,16 @@ class LogPort:
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)  # also at the LEO: drops an epoch that starts there
 
+    @property
+    def topic_id(self) -> str | None:
+        return self.log.topic_id
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        try:
+            self.log.assign_topic_id(topic_id)
+        except OSError as e:  # the log keeps having no id; the next LeaderAndIsr tries again
+            log.error("%s: could not write its topic id %s: %s", self.log.dir, topic_id, e)
+
 
 NOT_THE_DISK = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 

@@ -172,9 +172,23 @@ class ReplicaManager:
         for topic in {t for t, _p in self.logs.logs()}:
             self.logs.set_config(topic, log_config_for(self.log_config, self.topic_configs.get(topic, {})))
 
-    def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str]) -> Partition:
+    def _open_replica(self, tp: tuple[str, int], topic_config: Mapping[str, str], fresh: bool) -> Partition:
+        """The core's open_replica. `fresh`: the local log is an earlier topic's (its topic
+        id differs from the controller's, KIP-516): deleted as StopReplica(delete) deletes
+        one, its checkpoint entries with it, before the new empty log is made."""
+        if fresh:
+            self._delete_local_log(tp)
+            try:
+                self.logs.forget_deleted()  # before the new log can be checkpointed under its name
+            except LogDirFailure as e:
+                self.on_log_dir_failure(e)
         cfg = log_config_for(self.log_config, dict(topic_config))
         return self._partition(tp[0], tp[1], self.logs.get_or_create(tp[0], tp[1], cfg))
+
+    def _delete_local_log(self, tp: tuple[str, int]) -> None:
+        self._hw_checkpoint.pop(tp, None)
+        if self.logs.get(*tp) is not None:
+            self.logs.delete_log(*tp)
 
     def delete_unassigned(self, assigned: set[tuple[str, int]]) -> list[tuple[str, int]]:
         """Seed section E: local partitions no longer assigned to this broker are deleted."""
@@ -240,14 +254,15 @@ class ReplicaManager:
             self._mark_changed(tp)
             if changes.delete:
                 log.info("deleting the local replica of %s-%d", *tp)
-                self._hw_checkpoint.pop(tp, None)
-                if self.logs.get(*tp) is not None:
-                    self.logs.delete_log(*tp)
+                self._delete_local_log(tp)
         if changes.delete and changes.removed:
             try:
                 self.logs.forget_deleted()  # before a LeaderAndIsr can create one again
             except LogDirFailure as e:
                 self.on_log_dir_failure(e)
+        for (topic, p), old_id, new_id in changes.replaced:
+            log.warning("deleted the local log of %s-%d: it was of topic id %s, an earlier topic of that name; "
+                        "the controller's is %s (KIP-516), replicated into a new empty log", topic, p, old_id, new_id)
         for tp in changes.touched:
             self.delayed.wake(tp)
             self._mark_changed(tp)

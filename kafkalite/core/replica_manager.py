@@ -106,6 +106,38 @@ class ReplicaLog(Protocol):
         nothing is dropped: an epoch led without data ends at the LEO, issue 7)."""
         ...
 
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the topic this log belongs to (KIP-516, partition.metadata); None if
+        never told."""
+        ...
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """Record the id (only on a log with none, or the same one)."""
+        ...
+
+
+class TopicIdAction(enum.Enum):
+    """What a LeaderAndIsr's topic id means for the local log of one of its partitions."""
+
+    KEEP = "keep"  # the same topic, or one side does not know its id
+    RECORD = "record"  # a log without an id (made before ids): it is told the request's
+    REPLACE = "replace"  # another topic's log (the topic was deleted and made again): delete it, start empty
+
+
+def topic_id_action(local: str | None, requested: str | None) -> TopicIdAction:
+    """KIP-516 (Kafka's Partition.checkLogTopicId): a log whose topic id differs from the
+    controller's is the replica of an earlier topic of the same name, deleted while this
+    broker was away. Adopting it kept the old topic's records (and epochs) as the new
+    topic's replica: different records from the leader's below the HW (guarantee 2), and
+    read by consumers if it ever led. Without an id on either side nothing can be told
+    (a topic created before ids, or an older controller): kept as before."""
+    if requested is None or local == requested:
+        return TopicIdAction.KEEP
+    if local is None:
+        return TopicIdAction.RECORD
+    return TopicIdAction.REPLACE
+
 
 class Replica:
     """One partition replica on this broker: the core's state machine over its log."""
@@ -122,6 +154,10 @@ class Replica:
     @property
     def tp(self) -> TP:
         return (self.topic, self.partition)
+
+    @property
+    def topic_id(self) -> str | None:
+        return self.replica_log.topic_id
 
     @property
     def leo(self) -> int:
@@ -281,6 +317,9 @@ class RoleChanges:
     removed: list[TP] = field(default_factory=list)  # replicas gone from this broker
     delete: bool = False  # ... and their logs are to be deleted
     new_leaderships: list[tuple[TP, int]] = field(default_factory=list)  # (tp, leader epoch)
+    # (tp, old topic id, new topic id): the local log of an earlier topic was deleted and an
+    # empty one made (open_replica(fresh=True) did it; the driver logs it)
+    replaced: list[tuple[TP, str, str]] = field(default_factory=list)
     touched: list[TP] = field(default_factory=list)  # role or HW changed: wake waiters
 
 
@@ -296,10 +335,16 @@ class FollowerRead:
     log_start_changed: bool = False  # the follower's log start moved: waiting DeleteRecords are checked
 
 
+OpenReplica = Callable[[TP, Mapping[str, str], bool], Replica]
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, open_replica: Callable[[TP, Mapping[str, str]], Replica]) -> None:
+    def __init__(self, broker_id: int, open_replica: OpenReplica) -> None:
         self.broker_id = broker_id
-        self.open_replica = open_replica  # the driver's: open (or create) the local log of a replica
+        # The driver's: open (or create) the local log of a replica; with fresh=True first
+        # delete the local log there is (a log of an earlier topic: TopicIdAction.REPLACE),
+        # with its checkpoint entries, and create an empty one.
+        self.open_replica = open_replica
         self.replicas: dict[TP, Replica] = {}
         # Replicas whose log dir failed (KIP-112, issue 14): answered KAFKA_STORAGE_ERROR and
         # never opened again (a LeaderAndIsr must not make a new, empty log for one in a
@@ -366,7 +411,7 @@ class ReplicaManager:
             st = LeaderAndIsrState(leader=p.leader, leader_epoch=p.leader_epoch, isr=p.isr, partition_epoch=p.partition_epoch,
                                    replicas=p.replicas, controller_epoch=req.controller_epoch)
             try:
-                out.codes.append((tp, self._apply_leadership(tp, st, now_ms, out)))
+                out.codes.append((tp, self._apply_leadership(tp, st, now_ms, out, req.topic_ids.get(p.topic))))
             except CoreError as e:
                 out.codes.append((tp, int(e.code)))
         if req.init:
@@ -379,11 +424,13 @@ class ReplicaManager:
                 self._remove(tp, out)
         return out
 
-    def _apply_leadership(self, tp: TP, st: LeaderAndIsrState, now_ms: int, out: RoleChanges) -> int:
+    def _apply_leadership(self, tp: TP, st: LeaderAndIsrState, now_ms: int, out: RoleChanges,
+                          topic_id: str | None = None) -> int:
         self._check_online(tp)
         replica = self.replicas.get(tp)
         if replica is None:
-            replica = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}))
+            replica = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}), False)
+        replica = self._check_topic_id(replica, topic_id, out)
         if st.leader_epoch < replica.leader_epoch:
             raise FencedLeaderEpochError(f"leader epoch {st.leader_epoch} < {replica.leader_epoch}")
         if st.leader == self.broker_id:
@@ -402,6 +449,32 @@ class ReplicaManager:
         self._alter_isr_in_flight.pop(tp, None)  # an answer to it will be ignored (the state moved)
         out.touched.append(tp)
         return 0
+
+    def _check_topic_id(self, replica: Replica, topic_id: str | None, out: RoleChanges) -> Replica:
+        """The replica the LeaderAndIsr is about: this one, told its topic id if it had
+        none, or a fresh one in place of a log of an earlier topic (topic_id_action). The
+        old one goes as a removed replica does, without its role or epochs (the new
+        topic's epochs are not fenced by the old topic's)."""
+        action = topic_id_action(replica.topic_id, topic_id)
+        if action is TopicIdAction.KEEP:
+            return replica
+        assert topic_id is not None
+        if action is TopicIdAction.RECORD:
+            replica.replica_log.assign_topic_id(topic_id)
+            return replica
+        tp, old_id = replica.tp, replica.topic_id
+        assert old_id is not None
+        self._stop_fetching(tp, out)
+        self._alter_isr_due.discard(tp)
+        self._alter_isr_in_flight.pop(tp, None)
+        del self.replicas[tp]
+        fresh = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}), True)
+        assert fresh is not replica
+        assert fresh.leo == 0
+        assert fresh.topic_id is None
+        fresh.replica_log.assign_topic_id(topic_id)
+        out.replaced.append((tp, old_id, topic_id))
+        return fresh
 
     def _stop_fetching(self, tp: TP, out: RoleChanges) -> None:
         if self.fetching.pop(tp, None) is not None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from kafkalite.log import checkpoint, records, segment_swap
+from kafkalite.log import checkpoint, partition_metadata, records, segment_swap
 from kafkalite.log.cleaner_decisions import SegmentInfo
 from kafkalite.log.config import LogConfig
 from kafkalite.log.epoch_cache import LeaderEpochCache
@@ -118,6 +118,11 @@ class Log:
         # cleaned. Set from cleaner-offset-checkpoint by the LogManager; a truncation
         # lowers it to the new end, so re-appended offsets count as dirty again.
         self.first_dirty_offset = self.log_start_offset
+        # KIP-516: the id of the topic this log belongs to (partition.metadata); None for a
+        # log never told one. _topic_id_unsynced: written, not yet fsync'd (a new log's
+        # file is made with its directory and made durable by its first flush).
+        self.topic_id: str | None = None
+        self._topic_id_unsynced = False
 
     # ------------------------------------------------------------------ open and recovery
 
@@ -155,6 +160,7 @@ class Log:
         topic, partition = parsed
         result = cls(dir_path, topic, partition, config, segments, epoch_cache, now_ms)
         result.dir_unsynced = created
+        result.topic_id = partition_metadata.read(dir_path)
         epoch_cache.truncate_from_end(result._leo)
         epoch_cache.truncate_from_start(result.log_start_offset)
         if not clean_shutdown:
@@ -179,8 +185,22 @@ class Log:
         return result
 
     def _dir_made(self) -> None:
+        if self.topic_id is not None:  # told its id before it had a directory
+            partition_metadata.write(self.dir, self.topic_id, durable=False)
+            self._topic_id_unsynced = True
         if self.on_dir_made is not None:
             self.on_dir_made()
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """KIP-516: this log is the replica of the topic with this id (a LeaderAndIsr said
+        so); partition.metadata records it. A log of another topic is never relabelled:
+        the replica manager deletes it instead."""
+        assert self.topic_id in (None, topic_id), (self.topic_id, topic_id)
+        if self.topic_id == topic_id:
+            return
+        if self.on_disk:  # an existing log, told once: durable at once (OSError: still none)
+            partition_metadata.write(self.dir, topic_id, durable=True)
+        self.topic_id = topic_id  # else: written when its first append makes the directory (_dir_made)
 
     @staticmethod
     def _load_segments(segments: list[LogSegment], epoch_cache: LeaderEpochCache,
@@ -752,6 +772,10 @@ class Log:
             job.fds = []
             self.abort_flush(job)
             raise
+        if self._topic_id_unsynced:
+            job.index_paths.append(partition_metadata.path_in(self.dir))
+            self._topic_id_unsynced = False
+            self._dir_dirty = True
         job.fsync_dir = self._dir_dirty or self.dir_unsynced
         job.fsync_parent = self.parent_dir_unsynced
         self._dir_dirty = False
@@ -774,6 +798,8 @@ class Log:
             segment.unflushed = True
         self._dir_dirty = True
         self.parent_dir_unsynced = self.parent_dir_unsynced or job.fsync_parent
+        if partition_metadata.path_in(self.dir) in job.index_paths:
+            self._topic_id_unsynced = True
         if job.epochs is not None:
             self.leader_epoch_cache.dirty = True
 

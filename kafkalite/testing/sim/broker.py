@@ -51,6 +51,11 @@ class DiskReplica:
     flushed: int = 0
     epochs: list[tuple[int, int]] = field(default_factory=list)
     hw_checkpoint: int = 0
+    topic_id: str | None = None  # partition.metadata (KIP-516), written durably when told
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        assert self.topic_id in (None, topic_id)
+        self.topic_id = topic_id
 
     # the core's ReplicaLog port
     @property
@@ -121,7 +126,9 @@ class SimBroker:
     def broker_epoch(self) -> int:
         return self.rm.broker_epoch
 
-    def _open_replica(self, tp: TP, _config: Mapping[str, str]) -> SimReplica:
+    def _open_replica(self, tp: TP, _config: Mapping[str, str], fresh: bool = False) -> SimReplica:
+        if fresh:  # the core found an earlier topic's log (KIP-516): it goes, an empty one comes
+            self.disk[tp] = DiskReplica()
         return SimReplica(tp, self.id, self.disk.setdefault(tp, DiskReplica()))
 
     def start(self) -> None:
@@ -304,6 +311,8 @@ class SimBroker:
             for tp in changes.removed:
                 if self.disk.pop(tp, None) is not None:
                     self.sim.trace_note(f"b{self.id} deleted its replica of {tp}")
+        for tp, old_id, new_id in changes.replaced:
+            self.sim.trace_note(f"b{self.id} replaced its replica of {tp}: topic id {old_id}, the controller's {new_id}")
         for tp, epoch in changes.new_leaderships:
             rep = self.replicas[tp]
             self.sim.trace_note(f"b{self.id} leads {tp} epoch {epoch} at LEO {rep.leo} HW {rep.hw}")

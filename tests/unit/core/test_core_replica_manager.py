@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -15,7 +15,9 @@ from kafkalite.core.replica_manager import (
     ReplicaManager,
     StaleBrokerEpochError,
     StaleControllerEpochError,
+    TopicIdAction,
     after_fetch_error,
+    topic_id_action,
 )
 from kafkalite.core.truncation import assign_epoch, truncate_epochs_from_end
 
@@ -26,6 +28,11 @@ TP = ("t", 0)
 class MemLog:
     records: list[int] = field(default_factory=list)  # the leader epoch of each offset
     epochs: list[tuple[int, int]] = field(default_factory=list)
+    topic_id: str | None = None
+
+    def assign_topic_id(self, topic_id):
+        assert self.topic_id in (None, topic_id)
+        self.topic_id = topic_id
 
     @property
     def log_end_offset(self) -> int:
@@ -53,7 +60,9 @@ class MemLog:
 def manager(broker_id: int = 1) -> tuple[ReplicaManager, dict]:
     logs: dict = {}
 
-    def open_replica(tp, config):
+    def open_replica(tp, config, fresh):
+        if fresh:
+            logs[tp] = MemLog()
         return Replica(tp[0], tp[1], broker_id, logs.setdefault(tp, MemLog()), 0)
 
     rm = ReplicaManager(broker_id, open_replica)
@@ -102,6 +111,64 @@ def test_an_init_leader_and_isr_removes_what_it_does_not_list():
     changes = rm.on_leader_and_isr(lai(1, 0, init=True), 0)
     assert changes.removed == [("gone", 0)] and changes.delete and changes.stop_fetching == [("gone", 0)]
     assert set(rm.replicas) == {TP} and rm.last_init_controller_epoch == 1
+
+
+def lai_with_id(leader, epoch, topic_id, **kw):
+    return replace(lai(leader, epoch, **kw), topic_ids={} if topic_id is None else {kw.get("tp", TP)[0]: topic_id})
+
+
+@pytest.mark.parametrize(("local", "requested", "action"), [
+    (None, None, TopicIdAction.KEEP), ("A", None, TopicIdAction.KEEP), ("A", "A", TopicIdAction.KEEP),
+    (None, "B", TopicIdAction.RECORD), ("A", "B", TopicIdAction.REPLACE),
+])
+def test_topic_id_action(local, requested, action):
+    assert topic_id_action(local, requested) is action
+
+
+def test_a_local_log_of_another_topic_id_is_replaced_by_a_fresh_one():
+    """KIP-516: t was deleted while this broker was down and created again; the old t-0
+    (records, epochs up to 7) must not become the new topic's replica."""
+    rm, logs = manager()
+    old = logs[TP] = MemLog(topic_id="A")
+    old.append(3, 4)
+    old.append(7, 2)
+    rm.add(Replica(TP[0], TP[1], 1, old, 6))  # found at start-up, no role yet
+    rm.on_leader_and_isr(lai_with_id(2, 8, "A"), 0)  # the old topic still: followed, fetching
+    assert rm.replicas[TP].replica_log is old and TP in rm.fetching
+    changes = rm.on_leader_and_isr(lai_with_id(2, 0, "B", version=0), 0)  # the new topic, epoch 0 < 8
+    fresh = rm.replicas[TP]
+    assert changes.codes == [(TP, 0)]  # not fenced by the old topic's epochs
+    assert changes.replaced == [(TP, "A", "B")]
+    assert fresh.replica_log is not old and logs[TP] is fresh.replica_log
+    assert fresh.leo == 0 and fresh.hw == 0 and fresh.topic_id == "B" and fresh.replica_log.epochs == []
+    assert TP in changes.stop_fetching and changes.fetch[TP].replica is fresh and rm.fetching[TP].replica is fresh
+    assert changes.removed == [] and not changes.delete
+    # the same id again changes nothing
+    again = rm.on_leader_and_isr(lai_with_id(2, 0, "B", version=0), 0)
+    assert again.replaced == [] and rm.replicas[TP] is fresh
+
+
+@pytest.mark.parametrize(("local", "requested"), [("A", "A"), ("A", None), (None, None)])
+def test_a_local_log_of_the_same_or_an_unknown_topic_id_is_kept(local, requested):
+    rm, logs = manager()
+    kept = logs[TP] = MemLog(topic_id=local)
+    kept.append(3, 4)
+    rm.add(Replica(TP[0], TP[1], 1, kept, 4))
+    changes = rm.on_leader_and_isr(lai_with_id(1, 5, requested), 0)
+    assert changes.replaced == [] and rm.replicas[TP].replica_log is kept and kept.records == [3] * 4
+    assert kept.topic_id == local
+
+
+def test_a_local_log_without_a_topic_id_is_told_the_requests_and_a_new_one_gets_it():
+    rm, logs = manager()
+    unlabelled = logs[TP] = MemLog()
+    unlabelled.append(3, 4)
+    rm.add(Replica(TP[0], TP[1], 1, unlabelled, 4))
+    changes = rm.on_leader_and_isr(lai_with_id(1, 5, "A"), 0)
+    assert changes.replaced == [] and rm.replicas[TP].replica_log is unlabelled and unlabelled.topic_id == "A"
+    assert unlabelled.records == [3] * 4
+    rm.on_leader_and_isr(lai_with_id(1, 0, "C", tp=("u", 0)), 0)  # created by the LeaderAndIsr
+    assert logs[("u", 0)].topic_id == "C"
 
 
 def test_the_leader_side_of_a_follower_fetch():
