@@ -21,11 +21,13 @@ it, ZooKeeper isolated, the controller cut from the other brokers, packets dropp
 between two brokers, and 50 ms delay with 5% loss of every broker's packets.
 
 Everything the producer and the group's members did is recorded as a history (every
-invocation, acknowledgement, failure and read, kafkalite.testing.history), and at the end
-the history checker holds it against the final log: nothing acknowledged lost, no
-duplicates, contiguous offsets never reused, no read of data later truncated, one order
-per partition for every consumer. Its first violation is printed with its context, and the
-history is written to `--history` (or, on a violation, to the cluster directory).
+invocation, acknowledgement, failure, read and rebalance, kafkalite.testing.history), and
+at the end the history checker holds it against the final log: nothing acknowledged lost,
+no duplicates, contiguous offsets never reused, no read of data later truncated, one order
+per partition for every consumer, every offset up to the highest acknowledged one read by
+the group, and each member reading in log order between rebalances. Its first violation is
+printed with its context, and the history is written to `--history` (or, on a violation, to
+the cluster directory).
 """
 
 from __future__ import annotations
@@ -398,8 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         deadline = time.monotonic() + 120
         while not group.caught_up(acked_max) and time.monotonic() < deadline:
             time.sleep(1)
-        if not group.caught_up(acked_max):
-            not_replicated.append("GROUP STALL: the consumer group did not consume every acknowledged record within 120 s of the end")
+        unconsumed = group.unconsumed(acked_max)
+        if unconsumed:
+            not_replicated.append("GROUP STALL: the consumer group did not consume every acknowledged record within 120 s of "
+                                  "the end: " + "; ".join(unconsumed[:6]))
         group.stop()
         group_problems = group.ledger.problems + group.lost_commits(args.partitions)
         ledger = group.ledger

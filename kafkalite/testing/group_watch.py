@@ -9,14 +9,18 @@ assignor, eager rebalances), each in its own thread, committing synchronously ev
   assignment (librdkafka starts an assigned partition at its committed offset);
 - the group makes progress: `stalled_s()` is how long no member consumed anything.
 
-`caught_up(acked)` says whether the members together consumed every acknowledged record's
-offset, and `committed_offsets()` reads the commits back with a fresh client. With a
-`history` (kafkalite.testing.history) every record a member consumes is recorded as a read
-by that member, for the history checker.
+`caught_up(acked)` says whether the members together consumed, per partition, every offset
+from the lowest they consumed up to the highest acknowledged one (`unconsumed(acked)` says
+what they have not), and `committed_offsets()` reads the commits back with a fresh client.
+With a `history` (kafkalite.testing.history) every record a member consumes is recorded as a
+read by that member, and every partition assigned to it or revoked from it as an assign or
+a revoke, for the history checker (which holds each member to reading in log order between
+rebalances).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Mapping
@@ -29,6 +33,41 @@ from kafkalite.testing.history import History
 POLL_S = 0.2
 
 
+class OffsetRanges:
+    """A set of offsets as sorted, disjoint, non-adjacent [first, last] runs: what a group
+    consumed of a partition, in a few runs however long the workload (duplicates after a
+    rebalance fall inside a run)."""
+
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+
+    def add(self, offset: int) -> None:
+        i = bisect.bisect_right(self.firsts, offset) - 1  # the run starting at or before offset
+        if i >= 0 and self.lasts[i] >= offset:
+            return
+        joins_left = i >= 0 and self.lasts[i] == offset - 1
+        joins_right = i + 1 < len(self.firsts) and self.firsts[i + 1] == offset + 1
+        if joins_left and joins_right:
+            self.lasts[i] = self.lasts[i + 1]
+            del self.firsts[i + 1], self.lasts[i + 1]
+        elif joins_left:
+            self.lasts[i] = offset
+        elif joins_right:
+            self.firsts[i + 1] = offset
+        else:
+            self.firsts.insert(i + 1, offset)
+            self.lasts.insert(i + 1, offset)
+
+    def runs(self) -> list[tuple[int, int]]:
+        return list(zip(self.firsts, self.lasts))
+
+    def holes_up_to(self, offset: int) -> list[tuple[int, int]]:
+        """The runs of offsets missing between the lowest offset held and `offset`."""
+        out = [(last + 1, first - 1) for last, first in zip(self.lasts, self.firsts[1:]) if last < offset]
+        return [(a, min(b, offset)) for a, b in out]
+
+
 class GroupLedger:
     """What the members saw, shared between their threads."""
 
@@ -36,6 +75,7 @@ class GroupLedger:
         self.lock = threading.Lock()
         self.acked_commits: dict[int, int] = {}  # partition -> highest acknowledged commit
         self.consumed_max: dict[int, int] = {}  # partition -> highest offset consumed
+        self.consumed_offsets: dict[int, OffsetRanges] = {}  # partition -> every offset consumed
         self.consumed = 0
         self.commits = 0
         self.rebalances = 0
@@ -78,6 +118,9 @@ class GroupMember(threading.Thread):
             self.ledger.commit_acked(offsets)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self.history is not None:  # before any record of them is returned (the callback runs in poll)
+            for tp in partitions:
+                self.history.assign(self.name, tp.partition)
         with self.ledger.lock:
             self.ledger.rebalances += 1
             for tp in partitions:
@@ -87,6 +130,8 @@ class GroupMember(threading.Thread):
         self._commit()
         for tp in partitions:
             self._floor.pop(tp.partition, None)
+            if self.history is not None:
+                self.history.revoke(self.name, tp.partition)
 
     def run(self) -> None:
         consumer = self._consumer = Consumer({
@@ -113,6 +158,7 @@ class GroupMember(threading.Thread):
                                                     f"acknowledged commit {floor}")
                     self.ledger.consumed += 1
                     self.ledger.consumed_max[p] = max(self.ledger.consumed_max.get(p, -1), offset)
+                    self.ledger.consumed_offsets.setdefault(p, OffsetRanges()).add(offset)
                     self.ledger.last_progress = time.monotonic()
                 since_commit += 1
                 if since_commit >= self.commit_every:
@@ -145,9 +191,33 @@ class GroupWatch:
             m.join(timeout_s)
 
     def caught_up(self, acked_max: Mapping[int, int]) -> bool:
-        """Have the members consumed, per partition, up to the highest acknowledged offset?"""
+        """Have the members consumed, per partition, every offset from the lowest they consumed
+        up to the highest acknowledged offset? (The chaos topics have contiguous offsets: not
+        compacted, no transactions.)"""
+        return not self.unconsumed(acked_max)
+
+    def unconsumed(self, acked_max: Mapping[int, int]) -> list[str]:
+        """Per partition, what the members have not consumed up to the highest acknowledged
+        offset (an offset below 0, acknowledged without one, asks for nothing)."""
+        out = []
         with self.ledger.lock:
-            return all(self.ledger.consumed_max.get(p, -1) >= offset for p, offset in acked_max.items())
+            for p, offset in sorted(acked_max.items()):
+                ranges = self.ledger.consumed_offsets.get(p)
+                if offset < 0:
+                    continue
+                if ranges is None:
+                    out.append(f"partition {p}: nothing consumed (highest acknowledged offset {offset})")
+                    continue
+                holes = ranges.holes_up_to(offset)
+                if holes:
+                    missing = sum(b - a + 1 for a, b in holes)
+                    shown = ", ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in holes[:10])
+                    out.append(f"partition {p}: {missing} offsets not consumed between {ranges.firsts[0]} and the highest "
+                               f"acknowledged offset {offset}: {shown}" + (" ..." if len(holes) > 10 else ""))
+                if ranges.lasts[-1] < offset:
+                    out.append(f"partition {p}: consumed up to {ranges.lasts[-1]}, below the highest acknowledged offset "
+                               f"{offset}")
+        return out
 
     def committed_offsets(self, partitions: int, timeout_s: float = 30) -> dict[int, int]:
         """The group's commits, read back by a client that does not join it."""

@@ -10,7 +10,9 @@ Producers and consumers record what they did as it happens, with monotonic times
   offset (confluent-kafka's `msg.offset()` is None);
 - `fail`: the client gave up on it. With Kafka that is indeterminate: the record may still
   be in the log (written, then the answer lost), so a failed value may appear, once;
-- `read`: a consumer got the value at (partition, offset).
+- `read`: a consumer got the value at (partition, offset);
+- `assign`, `revoke`: a consumer group member was given, or gave up, a partition (its
+  rebalance callbacks; the value is empty).
 
 After the run the log itself is read from its start to the high watermark (`FinalLog`), and
 `check` holds the history against it:
@@ -26,7 +28,16 @@ After the run the log itself is read from its start to the high watermark (`Fina
    only, so they saw every partition in the same order;
 6. *phantom*: nothing is in the log or read that no producer invoked;
 7. *malformed*: the history itself makes sense (each value invoked once, answered at most
-   once, after its invocation, by the process that invoked it).
+   once, after its invocation, by the process that invoked it);
+8. *unread*: the consumers together read, in each partition, every offset of the final log
+   from the lowest offset they read there up to the highest acknowledged offset (offsets
+   absent from the final log excepted). When the history records assignments (a consumer
+   group), a partition with acknowledged records that no one read is unread from its start;
+9. *position*: each consumer reads a partition in log order: every read is at the offset
+   after its previous read of that partition (or the next offset the final log holds),
+   except the first read after the partition is assigned to it, which may start anywhere
+   (its group's committed offset: at least once, so a rebalance may repeat records). A
+   consumer going back, or skipping records, without a rebalance breaks it.
 
 Values must be unique over the whole workload (the producers' job, e.g. `p3-1207`). The
 verdict names the first violation (in history order when the history shows it) with its
@@ -38,6 +49,7 @@ run (`dump`, JSON lines) can be checked again offline (`load`).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import threading
@@ -46,8 +58,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
-Kind = Literal["invoke", "ok", "fail", "read"]
-KINDS = ("invoke", "ok", "fail", "read")
+Kind = Literal["invoke", "ok", "fail", "read", "assign", "revoke"]
+KINDS = ("invoke", "ok", "fail", "read", "assign", "revoke")
+MEMBERSHIP = ("assign", "revoke")
 NO_OFFSET = -1
 CONTEXT_EVENTS = 6  # events shown either side of a violation's event
 CONTEXT_RECORDS = 3  # final-log records shown either side of a violation's offset
@@ -60,11 +73,13 @@ class Event:
     process: str  # "producer-1", "consumer-2", ...
     kind: Kind
     value: bytes
-    partition: int = NO_OFFSET  # ok, read; an invoke may name a partition or not
+    partition: int = NO_OFFSET  # ok, read, assign, revoke; an invoke may name a partition or not
     offset: int = NO_OFFSET  # ok, read
     error: str = ""  # fail
 
     def describe(self) -> str:
+        if self.kind in MEMBERSHIP:
+            return f"#{self.index} {self.time_ns / 1e9:.6f} {self.process} {self.kind} p{self.partition}"
         where = f" {self.partition}:{self.offset}" if self.offset >= 0 else (f" p{self.partition}" if self.partition >= 0 else "")
         error = f" ({self.error})" if self.error else ""
         return f"#{self.index} {self.time_ns / 1e9:.6f} {self.process} {self.kind} {self.value!r}{where}{error}"
@@ -107,6 +122,12 @@ class History:
 
     def read(self, process: str, value: bytes, partition: int, offset: int) -> None:
         self._add(process, "read", value, partition, offset)
+
+    def assign(self, process: str, partition: int) -> None:
+        self._add(process, "assign", b"", partition)
+
+    def revoke(self, process: str, partition: int) -> None:
+        self._add(process, "revoke", b"", partition)
 
     def events(self) -> list[Event]:
         with self._lock:
@@ -182,7 +203,8 @@ class Verdict:
         head = "OK" if self.ok else f"FAILED ({self.violation_count} violations)"
         return (f"history check {head}: {c['invoked']} invoked, {c['acked']} acknowledged, {c['failed']} failed "
                 f"({c['failed_present']} of them in the log), {c['lost']} lost, {c['duplicates']} duplicated, "
-                f"{c['reads']} reads by {c['consumers']} consumers, {c['final_records']} records in the final log")
+                f"{c['reads']} reads by {c['consumers']} consumers, {c['unread']} unread, "
+                f"{c['final_records']} records in the final log")
 
     def report(self) -> str:
         lines = [self.summary()]
@@ -199,7 +221,7 @@ VIOLATIONS_KEPT = 200
 
 def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
           ours: Callable[[bytes], bool] | None = None) -> Verdict:
-    """Hold the history against the final log (rules 1-7 of the module docstring).
+    """Hold the history against the final log (rules 1-9 of the module docstring).
 
     `ours`: which values this workload wrote (e.g. by their prefix), when the log may also
     hold records of earlier runs; records and reads of other values are only counted in the
@@ -207,9 +229,11 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
     history = sorted(events, key=lambda e: e.index)
     by_value: dict[bytes, list[Event]] = defaultdict(list)
     for e in history:
-        by_value[e.value].append(e)
+        if e.kind not in MEMBERSHIP:
+            by_value[e.value].append(e)
 
-    def context(e: Event | None, value: bytes | None, partition: int | None, offset: int | None) -> tuple[str, ...]:
+    def context(e: Event | None, value: bytes | None, partition: int | None, offset: int | None,
+                extra: tuple[str, ...]) -> tuple[str, ...]:
         lines: list[str] = []
         if value is not None:
             lines.append(f"history of {value!r}:")
@@ -220,13 +244,13 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
             lines += ["  " + x.describe() + ("   <--" if x.index == e.index else "") for x in history[lo:hi]]
         if partition is not None and offset is not None and offset >= 0:
             lines += final.around(partition, offset)
-        return tuple(lines)
+        return tuple(lines) + extra
 
-    raw: list[tuple[str, str, Event | None, bytes | None, int | None, int | None]] = []
+    raw: list[tuple[str, str, Event | None, bytes | None, int | None, int | None, tuple[str, ...]]] = []
 
     def violate(rule: str, message: str, e: Event | None, value: bytes | None = None,
-                partition: int | None = None, offset: int | None = None) -> None:
-        raw.append((rule, message, e, value, partition, offset))
+                partition: int | None = None, offset: int | None = None, extra: tuple[str, ...] = ()) -> None:
+        raw.append((rule, message, e, value, partition, offset, extra))
 
     # 7. The history is well formed.
     invoked: dict[bytes, Event] = {}
@@ -247,6 +271,8 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
             answered.setdefault(e.value, e)
             if e.kind == "ok" and e.partition < 0:
                 violate("malformed", f"ok of {e.value!r} without a partition", e, e.value)
+        elif e.kind in MEMBERSHIP and e.partition < 0:
+            violate("malformed", f"{e.kind} by {e.process} without a partition", e)
 
     # Where each value is in the final log; 3 (contiguous) and 2 (duplicates) on the way.
     in_log: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
@@ -345,6 +371,11 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
         if v not in invoked:
             violate("phantom", f"{e.process} read {v!r}, which was never invoked", e, v, e.partition, e.offset)
 
+    # 8. The consumers read every offset; 9. each in log order between rebalances.
+    relevant = _offsets_to_read(final, ours)
+    unread = _check_unread(history, relevant, ours, violate)
+    _check_positions(history, relevant, ours, violate)
+
     failed = [e for e in history if e.kind == "fail"]
     counts = {
         "invoked": len(invoked),
@@ -357,12 +388,116 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
         "reads": reads,
         "consumers": len(consumers),
         "final_records": final_records,
+        "unread": unread,
     }
     # History order first; violations found only in the final log (no event) after them.
     raw.sort(key=lambda r: (r[2] is None, r[2].index if r[2] is not None else 0))
-    kept = [Violation(rule, message, e.index if e is not None else None, context(e, value, partition, offset))
-            for rule, message, e, value, partition, offset in raw[:VIOLATIONS_KEPT]]
+    kept = [Violation(rule, message, e.index if e is not None else None, context(e, value, partition, offset, extra))
+            for rule, message, e, value, partition, offset, extra in raw[:VIOLATIONS_KEPT]]
     return Verdict(not raw, counts, kept, len(raw))
+
+
+Violate = Callable[..., None]
+RANGES_SHOWN = 10  # unread offset ranges named in a violation's message
+
+
+def _offsets_to_read(final: FinalLog, ours: Callable[[bytes], bool] | None) -> dict[int, list[int]]:
+    """Per partition, the sorted offsets of the final log consumers are held to (rules 8, 9):
+    all of them, or with `ours` those holding this workload's values."""
+    return {p: [o for o, v in records if ours is None or ours(v)] for p, records in final.partitions.items()}
+
+
+def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted offsets as (first, last) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for o in offsets:
+        if out and out[-1][1] == o - 1:
+            out[-1] = (out[-1][0], o)
+        else:
+            out.append((o, o))
+    return out
+
+
+def _describe_ranges(ranges: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in ranges[:RANGES_SHOWN])
+    return shown + (f" and {len(ranges) - RANGES_SHOWN} more ranges" if len(ranges) > RANGES_SHOWN else "")
+
+
+def _check_unread(history: list[Event], relevant: Mapping[int, list[int]], ours: Callable[[bytes], bool] | None,
+                  violate: Violate) -> int:
+    """Rule 8: per partition, the offsets of the final log from the consumers' lowest read up to
+    the highest acknowledged offset that no consumer read. One violation per partition, naming
+    the offsets, how many, and the reads on either side of the first gap. Returns how many."""
+    acked_max: dict[int, int] = {}
+    for e in history:
+        if e.kind == "ok" and e.partition >= 0 and e.offset >= 0:
+            acked_max[e.partition] = max(acked_max.get(e.partition, e.offset), e.offset)
+    grouped = any(e.kind == "assign" for e in history)
+    reads: dict[int, list[Event]] = defaultdict(list)
+    for e in history:
+        if e.kind == "read" and (ours is None or ours(e.value)):
+            reads[e.partition].append(e)
+    total = 0
+    for p, hi in sorted(acked_max.items()):
+        if p not in reads and not grouped:
+            continue  # no consumer was meant to read it (no group, nor any read of it)
+        offsets = relevant.get(p, [])
+        seen = bytearray(len(offsets))
+        for e in reads.get(p, ()):
+            i = bisect.bisect_left(offsets, e.offset)
+            if i < len(offsets) and offsets[i] == e.offset:
+                seen[i] = 1
+        start = min((e.offset for e in reads.get(p, ())), default=None)
+        first = 0 if start is None else bisect.bisect_left(offsets, start)
+        missing = [offsets[i] for i in range(first, bisect.bisect_right(offsets, hi)) if not seen[i]]
+        if not missing:
+            continue
+        total += len(missing)
+        ranges = _ranges(missing)
+        if start is None:
+            violate("unread", f"partition {p}: no consumer read it: {len(missing)} records of the final log up to the "
+                    f"highest acknowledged offset {hi} were never read: offsets {_describe_ranges(ranges)}",
+                    None, None, p, missing[0])
+            continue
+        gap_first, gap_last = ranges[0]
+        below = max((e for e in reads[p] if e.offset < gap_first), key=lambda e: (e.offset, -e.index), default=None)
+        above = min((e for e in reads[p] if e.offset > gap_last), key=lambda e: (e.offset, e.index), default=None)
+        extra = (f"the read below the first gap: {below.describe() if below else 'none'}",
+                 f"the read above it: {above.describe() if above else 'none'}")
+        violate("unread", f"partition {p}: {len(missing)} records of the final log between the consumers' lowest read "
+                f"there, {start}, and the highest acknowledged offset {hi} were read by no consumer: offsets "
+                f"{_describe_ranges(ranges)}", below, None, p, gap_first, extra)
+    return total
+
+
+def _check_positions(history: list[Event], relevant: Mapping[int, list[int]], ours: Callable[[bytes], bool] | None,
+                     violate: Violate) -> None:
+    """Rule 9: each consumer's reads of a partition follow the log, one after the other,
+    except the first read after an assignment (and its very first read of the partition)."""
+    previous: dict[tuple[str, int], Event] = {}
+    assigned: set[tuple[str, int]] = set()  # assigned since their last read
+    for e in history:
+        key = (e.process, e.partition)
+        if e.kind == "assign":
+            assigned.add(key)
+            continue
+        if e.kind != "read" or (ours is not None and not ours(e.value)):
+            continue
+        before = previous.get(key)
+        previous[key] = e
+        if before is None or key in assigned:
+            assigned.discard(key)
+            continue
+        p, o, q = e.partition, e.offset, before.offset
+        head = f"{e.process} read {p}:{o} after {p}:{q} (#{before.index}) with no assignment of {p} to it between"
+        if o <= q:
+            violate("position", f"{head}: it went back {q - o + 1} offsets", e, e.value, p, o)
+            continue
+        offsets = relevant.get(p, [])
+        lo, hi = bisect.bisect_right(offsets, q), bisect.bisect_left(offsets, o)
+        if hi > lo:
+            violate("position", f"{head}: it skipped {hi - lo} records of the final log "
+                    f"({_describe_ranges(_ranges(offsets[lo:hi]))})", e, e.value, p, o)
 
 
 def final_log_from(records: Mapping[int, Iterable[tuple[int, bytes]]]) -> FinalLog:

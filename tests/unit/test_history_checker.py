@@ -192,7 +192,7 @@ def _workloads(draw):
     partitions = draw(st.integers(1, 3))
     sizes = [draw(st.integers(0, 6)) for _ in range(partitions)]
     consumers = draw(st.integers(0, 2))
-    fault = draw(st.sampled_from(["none", "drop", "swap", "truncate-read", "duplicate", "phantom"]))
+    fault = draw(st.sampled_from(["none", "drop", "swap", "truncate-read", "duplicate", "phantom", "skip-read"]))
     return partitions, sizes, consumers, fault, draw(st.randoms(use_true_random=False))
 
 
@@ -211,13 +211,17 @@ def test_one_injected_fault_is_always_found_and_a_clean_run_never_flagged(worklo
             h.invoke(f"producer-{n % 2}", v)
             h.ok(f"producer-{n % 2}", v, p, o)
             log[p].append((o, v))
+    skipped = None
+    if fault == "skip-read" and consumers and any(len(log[p]) >= 3 for p in log):  # consumer-0 misses one record
+        skipped = rnd.choice([(p, o) for p in log for o, _v in log[p][1:-1]])
     for c in range(consumers):
         for p in range(partitions):
             for o, v in log[p]:
-                h.read(f"consumer-{c}", v, p, o)
+                if skipped is None or (c, p, o) != (0, *skipped):
+                    h.read(f"consumer-{c}", v, p, o)
     nonempty = [p for p in log if log[p]]
-    expect = None
-    if fault != "none" and nonempty:
+    expect = "position" if skipped else None
+    if fault not in ("none", "skip-read") and nonempty:
         p = rnd.choice(nonempty)
         if fault == "drop":  # the log lost its tail
             log[p].pop()
@@ -270,3 +274,111 @@ def test_records_of_earlier_runs_are_left_alone_when_told_which_values_are_ours(
     assert mine.counts["reads"] == 0 and mine.counts["final_records"] == 14
     every = check(h2.events(), FinalLog(log))
     assert {"phantom", "duplicate"} <= rules(every)
+
+
+def _group_history(per_partition: int = 10):
+    """One partition of `per_partition` acknowledged writes, assigned to consumer-0, which
+    reads nothing yet."""
+    h = History(clock=_clock())
+    log = []
+    for o in range(per_partition):
+        v = f"v-{o}".encode()
+        h.invoke("producer-1", v)
+        h.ok("producer-1", v, 0, o)
+        log.append((o, v))
+    h.assign("consumer-0", 0)
+    return h, final_log_from({0: log})
+
+
+def _reads(h: History, consumer: str, offsets) -> None:
+    for o in offsets:
+        h.read(consumer, f"v-{o}".encode(), 0, o)
+
+
+def test_acknowledged_records_no_consumer_read_are_unread_with_their_offsets_and_count():
+    """A member jumping from offset 9 to 50 leaves 40 acknowledged records unread by anyone:
+    each read matched the final log, and the highest offset consumed was the highest
+    acknowledged, so this passed before."""
+    h, final = _group_history(100)
+    _reads(h, "consumer-0", [*range(0, 10), *range(50, 100)])
+    verdict = check(h.events(), final)
+    assert not verdict.ok
+    assert verdict.counts["unread"] == 40
+    unread = next(v for v in verdict.violations if v.rule == "unread")
+    assert unread.message == ("partition 0: 40 records of the final log between the consumers' lowest read there, 0, and "
+                              "the highest acknowledged offset 99 were read by no consumer: offsets 10..49")
+    assert any("the read below the first gap: #" in line and "read b'v-9' 0:9" in line for line in unread.context)
+    assert any("the read above it: #" in line and "read b'v-50' 0:50" in line for line in unread.context)
+    assert "40 unread" in verdict.summary()
+    position = next(v for v in verdict.violations if v.rule == "position")
+    assert "consumer-0 read 0:50 after 0:9" in position.message and "skipped 40 records of the final log (10..49)" in position.message
+
+
+def test_a_partition_of_a_group_that_nobody_read_is_unread_from_its_start():
+    h, final = _group_history(5)
+    verdict = check(h.events(), final)
+    assert rules(verdict) == {"unread"}
+    assert verdict.violations[0].message == ("partition 0: no consumer read it: 5 records of the final log up to the highest "
+                                             "acknowledged offset 4 were never read: offsets 0..4")
+    # Without a group (no assignment recorded) a partition nobody read is nobody's to read.
+    h2, final2 = clean(consumers=0)
+    assert check(h2.events(), final2).ok
+
+
+def test_a_consumer_reordering_or_going_back_without_a_rebalance_breaks_its_position():
+    h, final = _group_history(10)
+    _reads(h, "consumer-0", [0, 1, 2, 5, 3, 4, 6, 7, 8, 9])  # every offset read, once, at its value
+    reordered = check(h.events(), final)
+    assert rules(reordered) == {"position"}, reordered.report()
+    messages = [v.message for v in reordered.violations]
+    assert any("read 0:5 after 0:2" in m and "skipped 2 records of the final log (3..4)" in m for m in messages)
+    assert any("read 0:3 after 0:5" in m and "went back 3 offsets" in m for m in messages)
+
+    h2, final2 = _group_history(10)
+    _reads(h2, "consumer-0", [0, 1, 2, 3, 4, 5, 2, 3, 4, 5, 6, 7, 8, 9])
+    back = check(h2.events(), final2)
+    assert rules(back) == {"position"} and back.violation_count == 1, back.report()
+    assert "consumer-0 read 0:2 after 0:5 (#" in back.violations[0].message
+
+
+def test_a_rebalance_may_repeat_records_from_the_committed_offset_and_move_the_partition():
+    h, final = _group_history(10)
+    _reads(h, "consumer-0", range(0, 6))
+    h.revoke("consumer-0", 0)
+    h.assign("consumer-1", 0)
+    _reads(h, "consumer-1", range(4, 8))  # from the commit, 4: 4 and 5 again
+    h.revoke("consumer-1", 0)
+    h.assign("consumer-0", 0)
+    _reads(h, "consumer-0", range(7, 10))
+    verdict = check(h.events(), final)
+    assert verdict.ok, verdict.report()
+    assert verdict.counts["unread"] == 0 and verdict.counts["consumers"] == 2
+
+
+def test_offsets_absent_from_the_final_log_or_not_ours_may_be_skipped():
+    h = History(clock=_clock())
+    log = [(0, b"old-0"), (1, b"old-1")]
+    for o in (2, 3, 5, 6):  # 4 is not in the final log (a control record, say)
+        h.invoke("producer-1", f"v-{o}".encode())
+        h.ok("producer-1", f"v-{o}".encode(), 0, o)
+        log.append((o, f"v-{o}".encode()))
+    log.insert(4, (4, b"old-4"))  # not ours: held to nothing
+    h.assign("consumer-0", 0)
+    for o in (2, 3, 5, 6):
+        h.read("consumer-0", f"v-{o}".encode(), 0, o)
+    ours = check(h.events(), FinalLog({0: log}), ours=lambda v: v.startswith(b"v-"))
+    assert ours.ok, ours.report()
+    without_4 = [r for r in log if r[0] != 4]
+    verdict = check(h.events(), FinalLog({0: without_4}), ours=lambda v: v.startswith(b"v-"))
+    assert rules(verdict) == {"offsets"}, verdict.report()  # the gap itself; the reads are fine
+
+
+def test_membership_events_round_trip_and_read_plainly(tmp_path):
+    h, _final = _group_history(1)
+    h.revoke("consumer-0", 0)
+    path = str(tmp_path / "history.jsonl")
+    h.dump(path)
+    loaded = History.load(path)
+    assert loaded == h.events()
+    assert loaded[-2].describe().endswith("consumer-0 assign p0")
+    assert loaded[-1].describe().endswith("consumer-0 revoke p0")
