@@ -45,7 +45,7 @@ from kafkalite.testing.cluster import ClusterError, LocalCluster
 from kafkalite.testing.disk_faults import fill, flip_bit
 from kafkalite.testing.group_watch import GroupWatch
 from kafkalite.testing.history import History, check
-from kafkalite.testing.probes import partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
+from kafkalite.testing.probes import UNANSWERED, partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
 from kafkalite.testing.verify import VerifyingProducer, read_final_log, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
@@ -87,46 +87,73 @@ def wait_healthy(cluster: LocalCluster, topic: str, partitions: int, timeout_s: 
 
 
 def every_partition_led(cluster: LocalCluster, topic: str, partitions: int) -> bool:
+    """Every partition has a leader, as far as can be seen now: False when the brokers cannot
+    tell (a broker killed mid-answer cuts its /state short: http.client.IncompleteRead)."""
     try:
         return all((v := partition_view(cluster, topic, p)) is not None and v["leader"] >= 0 for p in range(partitions))
-    except (ClusterError, OSError):
+    except (ClusterError, *UNANSWERED):
         return False
 
 
 class StallWatch(threading.Thread):
-    """Every second: has the producer been without an acknowledgement for `stall_s` while
-    every partition has a leader? Each such stall is reported once, when it is seen."""
+    """Every `interval_s`: has the producer been without an acknowledgement for `stall_s`
+    while every partition has a leader? Each such stall is reported once, when it is seen.
+
+    A look that fails (a broker answering garbage as it dies, say) is logged and counts as
+    not knowing; the next look goes on. Should the thread still end before `stop()`, `died()`
+    says so, and bin/chaos fails the run: no stall could be seen after that."""
 
     def __init__(self, cluster: LocalCluster, producer: VerifyingProducer, topic: str, partitions: int, stall_s: float,
-                 group: GroupWatch | None = None, group_stall_s: float = 60):
+                 group: GroupWatch | None = None, group_stall_s: float = 60, interval_s: float = 1.0):
         super().__init__(daemon=True, name="stall-watch")
         self.cluster, self.producer, self.topic, self.partitions, self.stall_s = cluster, producer, topic, partitions, stall_s
-        self.group, self.group_stall_s = group, group_stall_s
+        self.group, self.group_stall_s, self.interval_s = group, group_stall_s, interval_s
         self.stalls: list[str] = []
+        self.failed_looks = 0
         self._halt = threading.Event()
+        self._in_stall = self._group_stall = False
+        self._death: str | None = None  # what ended the thread, if anything did
+        self._ended_before_stop = False
 
     def stop(self) -> None:
+        self._ended_before_stop = self.ident is not None and not self.is_alive()
         self._halt.set()
 
+    def died(self) -> str | None:
+        """Why the watch ended before `stop()`, or None if it was watching until then."""
+        if not self._ended_before_stop:
+            return None
+        return self._death or "it ended without an exception"
+
     def run(self) -> None:
-        in_stall = group_stall = False
-        while not self._halt.wait(1.0):
-            if self.group is not None:
-                group_stall = self._check_group(group_stall)
-            silent_s = self.producer.seconds_since_last_ack()
-            if silent_s < self.stall_s:
-                if in_stall:
-                    say(f"  producer acknowledged again after {silent_s:.0f} s of silence")
-                in_stall = False
-                continue
-            if in_stall or not every_partition_led(self.cluster, self.topic, self.partitions):
-                continue
-            in_stall = True
-            acked, failed = self.producer.snapshot()
-            msg = (f"STALL: no acknowledgement for {silent_s:.0f} s while every partition has a leader "
-                   f"(acked {acked}, failed {failed}, sent {self.producer.sent})")
-            self.stalls.append(msg)
-            say(msg)
+        try:
+            while not self._halt.wait(self.interval_s):
+                try:
+                    self._look()
+                except Exception as e:  # noqa: BLE001 - unknown this time; the next look may see
+                    self.failed_looks += 1
+                    say(f"  stall watch: this look failed ({type(e).__name__}: {e}); looking again")
+        except BaseException as e:
+            self._death = f"{type(e).__name__}: {e}"
+            raise
+
+    def _look(self) -> None:
+        if self.group is not None:
+            self._group_stall = self._check_group(self._group_stall)
+        silent_s = self.producer.seconds_since_last_ack()
+        if silent_s < self.stall_s:
+            if self._in_stall:
+                say(f"  producer acknowledged again after {silent_s:.0f} s of silence")
+            self._in_stall = False
+            return
+        if self._in_stall or not every_partition_led(self.cluster, self.topic, self.partitions):
+            return
+        self._in_stall = True
+        acked, failed = self.producer.snapshot()
+        msg = (f"STALL: no acknowledgement for {silent_s:.0f} s while every partition has a leader "
+               f"(acked {acked}, failed {failed}, sent {self.producer.sent})")
+        self.stalls.append(msg)
+        say(msg)
 
     def _check_group(self, in_stall: bool) -> bool:
         """The group consumed nothing for `group_stall_s` while the producer was acknowledged
@@ -155,6 +182,20 @@ class StallWatch(threading.Thread):
         self.stalls.append(msg)
         say(msg)
         return True
+
+
+def liveness_report(stalls: list[str], not_replicated: list[str], watch_died: str | None, stall_s: float,
+                    replication_s: float) -> tuple[bool, list[str]]:
+    """Whether the run was live, and the lines saying so. A stall watch that died before the
+    end saw nothing after it, so the run cannot be called live."""
+    died = [] if watch_died is None else [f"STALL WATCH DIED before the end ({watch_died}): no stall was looked for after that"]
+    failures = died + stalls + not_replicated
+    if failures:
+        head = (f"LIVENESS FAILED: {len(stalls)} producer stalls, {len(not_replicated)} times not fully replicated"
+                + (", the stall watch died" if watch_died is not None else ""))
+        return False, [head] + [f"  {msg}" for msg in failures[:20]]
+    return True, [f"LIVENESS OK: the producer was never silent for {stall_s:.0f} s and the cluster was fully "
+                  f"replicated within {replication_s:.0f} s of every action"]
 
 
 def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: str, partitions: int, say_, progress: str) -> str | None:
@@ -380,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                 except ClusterError:
                     pass
         watch.stop()
+        watch_died = watch.died()
         producer.stop()
         producer.join(180)
     if not wait_healthy(cluster, args.topic, args.partitions, 120):
@@ -419,15 +461,10 @@ def main(argv: list[str] | None = None) -> int:
     if history_path:
         history.dump(history_path)
         say(f"history of {len(history)} events written to {history_path}")
-    liveness = watch.stalls + not_replicated
-    if liveness:
-        say(f"LIVENESS FAILED: {len(watch.stalls)} producer stalls, {len(not_replicated)} times not fully replicated")
-        for msg in liveness[:20]:
-            say(f"  {msg}")
-    else:
-        say(f"LIVENESS OK: the producer was never silent for {args.stall_seconds:.0f} s and the cluster was fully "
-            f"replicated within {args.replication_seconds:.0f} s of every action")
-    return 0 if verdict.ok and checked.ok and not liveness and not group_problems else 1
+    live, lines = liveness_report(watch.stalls, not_replicated, watch_died, args.stall_seconds, args.replication_seconds)
+    for line in lines:
+        say(line)
+    return 0 if verdict.ok and checked.ok and live and not group_problems else 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.request
@@ -19,6 +20,12 @@ def process_state(pid: int | None) -> str | None:
             return f.read().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
         return None
+
+
+# What asking a broker's admin HTTP server can raise when the broker is not there or dies
+# while answering: refused or reset (OSError), a body cut short (http.client.IncompleteRead)
+# or a reply that is not JSON (ValueError). A probe over several brokers skips such a one.
+UNANSWERED = (OSError, http.client.HTTPException, ValueError)
 
 
 def broker_state(admin_port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> dict[str, Any]:
@@ -60,7 +67,7 @@ def partition_view(cluster, topic: str, partition: int) -> dict[str, Any] | None
             continue
         try:
             st = broker_state(b["admin_port"], host=b["host"])
-        except OSError:
+        except UNANSWERED:
             continue
         meta = st["metadata"]["topics"].get(topic, {}).get(str(partition))
         rank = (st["metadata"]["controller_epoch"], 1 if st["controller"].get("active") else 0)
@@ -89,7 +96,7 @@ def topic_fully_replicated(cluster, topic: str) -> bool:
             continue
         try:
             st = broker_state(b["admin_port"], host=b["host"])
-        except OSError:
+        except UNANSWERED:
             continue
         rank = (st["metadata"]["controller_epoch"], 1 if st["controller"].get("active") else 0)
         if best is None or rank > best:
