@@ -10,7 +10,8 @@ commit acknowledged before; at the end the commits read back must be the acknowl
 
 Liveness counts as much as safety, so these stalls fail the run too: the producer getting
 no acknowledgement for `--stall-seconds` while every partition has a leader (a client
-stranded by the cluster), the group consuming nothing for `--group-stall-seconds` while the
+stranded by the cluster), or getting none for that long from one partition with a leader
+that it kept sending to (a partition stranded), the group consuming nothing for `--group-stall-seconds` while the
 producer is acknowledged, the group not catching up with the producer 120 s after the end, and a live
 cluster not fully replicated 60 s after an action (a live broker left out of the ISR).
 
@@ -95,9 +96,22 @@ def every_partition_led(cluster: LocalCluster, topic: str, partitions: int) -> b
         return False
 
 
+def partition_leader(cluster: LocalCluster, topic: str, partition: int) -> int | None:
+    """The partition's leader as far as can be seen now; None if it has none or the brokers
+    cannot tell."""
+    try:
+        view = partition_view(cluster, topic, partition)
+    except (ClusterError, *UNANSWERED):
+        return None
+    return view["leader"] if view is not None and view["leader"] >= 0 else None
+
+
 class StallWatch(threading.Thread):
     """Every `interval_s`: has the producer been without an acknowledgement for `stall_s`
-    while every partition has a leader? Each such stall is reported once, when it is seen.
+    while every partition has a leader? Or, while it was acknowledged elsewhere, has one
+    partition with a leader gone `stall_s` without acknowledging anything the producer sent it
+    (`producer.partition_waits()`: partitions the producer did not send to are not looked
+    at)? Each such stall is reported once, when it is seen.
 
     A look that fails (a broker answering garbage as it dies, say) is logged and counts as
     not knowing; the next look goes on. Should the thread still end before `stop()`, `died()`
@@ -112,6 +126,7 @@ class StallWatch(threading.Thread):
         self.failed_looks = 0
         self._halt = threading.Event()
         self._in_stall = self._group_stall = False
+        self._stalled_partitions: set[int] = set()
         self._death: str | None = None  # what ended the thread, if anything did
         self._ended_before_stop = False
 
@@ -145,15 +160,37 @@ class StallWatch(threading.Thread):
             if self._in_stall:
                 say(f"  producer acknowledged again after {silent_s:.0f} s of silence")
             self._in_stall = False
+        elif not self._in_stall and every_partition_led(self.cluster, self.topic, self.partitions):
+            self._in_stall = True
+            acked, failed = self.producer.snapshot()
+            msg = (f"STALL: no acknowledgement for {silent_s:.0f} s while every partition has a leader "
+                   f"(acked {acked}, failed {failed}, sent {self.producer.sent})")
+            self.stalls.append(msg)
+            say(msg)
+        self._check_partitions()
+
+    def _check_partitions(self) -> None:
+        """One partition stranded: what the producer sent it for `stall_s` got no
+        acknowledgement while it had a leader. Not reported while the whole producer's
+        silence is (that covers every partition)."""
+        waits = self.producer.partition_waits()
+        for p in sorted(self._stalled_partitions):
+            if p not in waits or waits[p].waiting_s < self.stall_s:
+                self._stalled_partitions.discard(p)
+                say(f"  partition {p} acknowledged again")
+        if self._in_stall:
             return
-        if self._in_stall or not every_partition_led(self.cluster, self.topic, self.partitions):
-            return
-        self._in_stall = True
-        acked, failed = self.producer.snapshot()
-        msg = (f"STALL: no acknowledgement for {silent_s:.0f} s while every partition has a leader "
-               f"(acked {acked}, failed {failed}, sent {self.producer.sent})")
-        self.stalls.append(msg)
-        say(msg)
+        for p, wait in sorted(waits.items()):
+            if wait.waiting_s < self.stall_s or p in self._stalled_partitions:
+                continue
+            leader = partition_leader(self.cluster, self.topic, p)
+            if leader is None:
+                continue
+            self._stalled_partitions.add(p)
+            msg = (f"STALL: partition {p} acknowledged nothing sent to it for {wait.waiting_s:.0f} s while it has leader "
+                   f"{leader} ({wait.sent} sent there since its last acknowledgement, {wait.failed} of them failed)")
+            self.stalls.append(msg)
+            say(msg)
 
     def _check_group(self, in_stall: bool) -> bool:
         """The group consumed nothing for `group_stall_s` while the producer was acknowledged
@@ -293,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=500, help="messages per second")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--stall-seconds", type=float, default=30,
-                    help="fail when the producer gets no acknowledgement this long while every partition has a leader")
+                    help="fail when the producer gets no acknowledgement this long while every partition has a leader, "
+                         "or none from one partition with a leader that it kept sending to")
     ap.add_argument("--group-members", type=int, default=2, help="consumers in the verifying consumer group (0: none)")
     ap.add_argument("--group-stall-seconds", type=float, default=60,
                     help="fail when the consumer group consumes nothing this long while the producer is acknowledged "
@@ -343,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
     history = History()
     producer = VerifyingProducer(boot, args.topic, rate_per_s=args.rate, seconds_max=args.seconds + 300,
-                                 prefix=f"chaos{seed}", history=history)
+                                 prefix=f"chaos{seed}", history=history, partitions=args.partitions)
     producer.start()
     group = None
     if args.group_members > 0:

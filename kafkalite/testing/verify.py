@@ -18,6 +18,7 @@ import os
 import struct
 import threading
 import time
+import zlib
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -33,12 +34,33 @@ class Acked:
     offset: int  # NO_OFFSET: acknowledged without one (history.py, `ok`)
 
 
+@dataclasses.dataclass(frozen=True)
+class PartitionWait:
+    """A partition the producer sent to after its last acknowledgement there."""
+
+    waiting_s: float  # since the first of those sends
+    sent: int  # records sent to it since its last acknowledgement
+    failed: int  # ... of which failed
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition librdkafka's default partitioner (consistent_random) picks for a keyed
+    record: CRC-32 of the key modulo the partition count."""
+    return zlib.crc32(key) % partitions
+
+
 class VerifyingProducer(threading.Thread):
-    """Bounded in count and time; `stop()` then `join()`."""
+    """Bounded in count and time; `stop()` then `join()`.
+
+    With `partitions` (the topic's partition count) it names each record's partition itself,
+    the one librdkafka's default partitioner would pick for its key, so that it knows, per
+    partition, how long it has been sending there without an acknowledgement
+    (`partition_waits`): a partition stranded while the others are acknowledged. Without
+    it, librdkafka partitions and only the producer-wide silence is known."""
 
     def __init__(self, bootstrap: str, topic: str, *, count_max: int = 1_000_000, seconds_max: float = 600,
                  rate_per_s: float = 2000, prefix: str = "v", history: History | None = None,
-                 process: str = "producer-1"):
+                 process: str = "producer-1", partitions: int | None = None):
         super().__init__(daemon=True, name="verifying-producer")
         self.bootstrap = bootstrap
         self.topic = topic
@@ -53,6 +75,13 @@ class VerifyingProducer(threading.Thread):
         self.sent = 0
         self._acked_index_max = -1  # the highest send index acknowledged
         self._last_ack_at = time.monotonic()
+        self.partitions = partitions
+        # Per partition, since its last acknowledgement: when the first record sent there was
+        # sent, how many were sent and how many of those failed. No entry: nothing unanswered
+        # sent there since an acknowledgement (or never sent there).
+        self._waiting_since: dict[int, float] = {}
+        self._sent_since_ack: dict[int, int] = {}
+        self._failed_since_ack: dict[int, int] = {}
         self._halt = threading.Event()
         self.lock = threading.Lock()
         # librdkafka's reason when the idempotent producer hit a fatal error (it then refuses
@@ -102,6 +131,7 @@ class VerifyingProducer(threading.Thread):
                     self._last_ack_at = time.monotonic()
                 else:
                     self.failed[msg.value()] = str(err)
+            self.note_answer(msg.partition(), err is None)
 
         start = time.monotonic()
         interval = 1.0 / self.rate_per_s
@@ -109,11 +139,16 @@ class VerifyingProducer(threading.Thread):
         last_invoked = b""  # a value retried after BufferError is invoked once
         while not self._halt.is_set() and self.sent < self.count_max and time.monotonic() - start < self.seconds_max:
             value = f"{self.prefix}-{self.sent}".encode()
+            partition = NO_OFFSET if self.partitions is None else partition_of(value, self.partitions)
             if history is not None and value != last_invoked:
-                history.invoke(process, value)
+                history.invoke(process, value, partition)
                 last_invoked = value
             try:
-                p.produce(self.topic, value=value, key=value, on_delivery=on_delivery)
+                if partition == NO_OFFSET:  # librdkafka's partitioner picks
+                    p.produce(self.topic, value=value, key=value, on_delivery=on_delivery)
+                else:
+                    p.produce(self.topic, value=value, key=value, partition=partition, on_delivery=on_delivery)
+                    self.note_sent(partition)
                 self.sent += 1
             except BufferError:
                 p.poll(0.05)
@@ -144,6 +179,30 @@ class VerifyingProducer(threading.Thread):
     def seconds_since_last_ack(self) -> float:
         with self.lock:
             return time.monotonic() - self._last_ack_at
+
+    def note_sent(self, partition: int, now: float | None = None) -> None:
+        """A record was handed to the client for `partition` (run() calls it)."""
+        with self.lock:
+            self._waiting_since.setdefault(partition, time.monotonic() if now is None else now)
+            self._sent_since_ack[partition] = self._sent_since_ack.get(partition, 0) + 1
+
+    def note_answer(self, partition: int, acked: bool) -> None:
+        """The client answered a record of `partition` (the delivery callback calls it)."""
+        with self.lock:
+            if acked:
+                self._waiting_since.pop(partition, None)
+                self._sent_since_ack.pop(partition, None)
+                self._failed_since_ack.pop(partition, None)
+            elif partition in self._waiting_since:
+                self._failed_since_ack[partition] = self._failed_since_ack.get(partition, 0) + 1
+
+    def partition_waits(self, now: float | None = None) -> dict[int, PartitionWait]:
+        """Partitions sent to since their last acknowledgement, and for how long (empty
+        without `partitions`: the producer does not know where its records go)."""
+        with self.lock:
+            at = time.monotonic() if now is None else now
+            return {p: PartitionWait(at - since, self._sent_since_ack.get(p, 0), self._failed_since_ack.get(p, 0))
+                    for p, since in self._waiting_since.items()}
 
 
 @dataclasses.dataclass

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kafkalite.cli import chaos
+from kafkalite.testing.verify import PartitionWait, VerifyingProducer, partition_of
 
 TOPIC = "chaos"
 
@@ -163,3 +164,64 @@ def test_a_stall_watch_that_died_before_the_end_fails_liveness():
     quiet.join(5)
     assert quiet.died() is None
     assert chaos.liveness_report([], [], quiet.died(), 30, 60)[0]
+
+
+class PartlyStrandedProducer:
+    """Acknowledged 2 s ago (in some partition); partition 2 has waited 40 s on 3000 sends
+    (all failing, say), partition 3 as long but it has no leader, partition 0 only 5 s;
+    partitions 1, 4 and 5 have nothing unanswered (or were never sent to)."""
+
+    sent = 9000
+    fatal = None
+
+    def __init__(self) -> None:
+        self.waits = {0: PartitionWait(5.0, 400, 0), 2: PartitionWait(40.0, 3000, 2900), 3: PartitionWait(40.0, 3000, 0)}
+
+    def seconds_since_last_ack(self) -> float:
+        return 2.0
+
+    def snapshot(self) -> tuple[int, int]:
+        return 6000, 2900
+
+    def partition_waits(self) -> dict[int, PartitionWait]:
+        return dict(self.waits)
+
+
+def test_one_stranded_partition_is_a_stall_though_the_others_are_acknowledged(capsys):
+    """The producer-wide last acknowledgement hid a partition left without one: the run said
+    LIVENESS OK."""
+    producer = PartlyStrandedProducer()
+    leaders = {0: 1, 1: 1, 2: 2, 3: -1, 4: 1, 5: 2}
+    with admin_server(lambda n: broker_state_doc(leaders)) as port:
+        watch = chaos.StallWatch(FakeCluster({1: port}), producer, TOPIC, 6, stall_s=30, interval_s=0.02)
+        watch.start()
+        try:
+            wait_for(lambda: watch.stalls)
+            time.sleep(0.2)  # more looks: reported once
+            assert watch.stalls == ["STALL: partition 2 acknowledged nothing sent to it for 40 s while it has leader 2 "
+                                    "(3000 sent there since its last acknowledgement, 2900 of them failed)"]
+            producer.waits = {3: producer.waits[3]}  # partition 2 acknowledged again
+            wait_for(lambda: "partition 2 acknowledged again" in capsys.readouterr().out)
+        finally:
+            watch.stop()
+    assert len(watch.stalls) == 1
+
+
+def test_the_producer_knows_per_partition_how_long_it_has_sent_without_an_acknowledgement():
+    producer = VerifyingProducer("unused:0", TOPIC, partitions=3)
+    assert producer.partition_waits(now=100.0) == {}  # sent nowhere yet
+    for at in (10.0, 11.0, 12.0):
+        producer.note_sent(0, now=at)
+    producer.note_sent(1, now=11.0)
+    producer.note_answer(0, acked=False)
+    assert producer.partition_waits(now=50.0) == {0: PartitionWait(40.0, 3, 1), 1: PartitionWait(39.0, 1, 0)}
+    producer.note_answer(1, acked=True)
+    producer.note_answer(2, acked=False)  # nothing sent there since an acknowledgement: nothing waits
+    producer.note_sent(1, now=49.0)
+    assert producer.partition_waits(now=50.0) == {0: PartitionWait(40.0, 3, 1), 1: PartitionWait(1.0, 1, 0)}
+
+
+def test_the_producer_names_the_partition_librdkafka_would_pick_for_the_key():
+    # librdkafka's consistent_random: rd_crc32(key) % partition count (its test vector "123456789" -> 0xcbf43926).
+    assert partition_of(b"123456789", 1 << 32) == 0xCBF43926
+    assert {partition_of(f"chaos7-{i}".encode(), 6) for i in range(200)} == set(range(6))
