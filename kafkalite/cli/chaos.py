@@ -13,7 +13,9 @@ no acknowledgement for `--stall-seconds` while every partition has a leader (a c
 stranded by the cluster), or getting none for that long from one partition with a leader
 that it kept sending to (a partition stranded), the group consuming nothing for `--group-stall-seconds` while the
 producer is acknowledged, the group not catching up with the producer 120 s after the end, and a live
-cluster not fully replicated 60 s after an action (a live broker left out of the ISR).
+cluster not fully replicated 60 s after an action (a live broker left out of the ISR). So
+does a fatal error of the producer (librdkafka's idempotent producer refusing every produce
+after it), printed when the stall watch sees it and at the end.
 
 With `--netns` (a cluster started with `bin/cluster up --netns`, each member in its own
 network namespace) it also makes network faults, each held for a few seconds and then
@@ -127,6 +129,7 @@ class StallWatch(threading.Thread):
         self._halt = threading.Event()
         self._in_stall = self._group_stall = False
         self._stalled_partitions: set[int] = set()
+        self._fatal_said = False
         self._death: str | None = None  # what ended the thread, if anything did
         self._ended_before_stop = False
 
@@ -153,6 +156,9 @@ class StallWatch(threading.Thread):
             raise
 
     def _look(self) -> None:
+        if self.producer.fatal is not None and not self._fatal_said:  # when it happened; the run fails at the end
+            self._fatal_said = True
+            say(f"PRODUCER FATAL: {self.producer.fatal}")
         if self.group is not None:
             self._group_stall = self._check_group(self._group_stall)
         silent_s = self.producer.seconds_since_last_ack()
@@ -219,6 +225,15 @@ class StallWatch(threading.Thread):
         self.stalls.append(msg)
         say(msg)
         return True
+
+
+def producer_problems(producer: VerifyingProducer) -> list[str]:
+    """What makes the producer's part of the run a failure whatever the checks find: a fatal
+    error of librdkafka's idempotent producer (it refuses every produce after it, so the run
+    stopped testing anything; kafkalite should never cause one)."""
+    with producer.lock:
+        fatal = producer.fatal
+    return [] if fatal is None else [f"PRODUCER FATAL: {fatal} (no record could be produced after it)"]
 
 
 def liveness_report(stalls: list[str], not_replicated: list[str], watch_died: str | None, stall_s: float,
@@ -466,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         not_replicated.append("NOT REPLICATED: cluster not fully replicated 120 s after the last action")
     acked, failed = producer.snapshot()
     say(f"producer stopped: {producer.sent} sent, {acked} acknowledged, {failed} failed (failures are allowed; losses are not)")
+    producer_failures = producer_problems(producer)
+    for msg in producer_failures:
+        say(msg)
     final = read_final_log(boot, args.topic, args.partitions)
     verdict = verify(boot, args.topic, args.partitions, producer.acked, final)
     for p in verdict.problems:
@@ -502,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     live, lines = liveness_report(watch.stalls, not_replicated, watch_died, args.stall_seconds, args.replication_seconds)
     for line in lines:
         say(line)
-    return 0 if verdict.ok and checked.ok and live and not group_problems else 1
+    return 0 if verdict.ok and checked.ok and live and not group_problems and not producer_failures else 1
 
 
 if __name__ == "__main__":

@@ -225,3 +225,28 @@ def test_the_producer_names_the_partition_librdkafka_would_pick_for_the_key():
     # librdkafka's consistent_random: rd_crc32(key) % partition count (its test vector "123456789" -> 0xcbf43926).
     assert partition_of(b"123456789", 1 << 32) == 0xCBF43926
     assert {partition_of(f"chaos7-{i}".encode(), 6) for i in range(200)} == set(range(6))
+
+
+def test_a_fatal_producer_error_fails_the_run_and_is_printed():
+    """producer.fatal was set (librdkafka's idempotent producer refusing every produce) and
+    nothing in bin/chaos read it."""
+    producer = VerifyingProducer("unused:0", TOPIC, partitions=3)
+    assert chaos.producer_problems(producer) == []
+    producer.fatal = "OUT_OF_ORDER_SEQUENCE_NUMBER: Broker: Broker received an out of order sequence number"
+    assert chaos.producer_problems(producer) == [
+        "PRODUCER FATAL: OUT_OF_ORDER_SEQUENCE_NUMBER: Broker: Broker received an out of order sequence number "
+        "(no record could be produced after it)"]
+
+
+def test_the_stall_watch_says_when_the_producer_hit_a_fatal_error(capsys):
+    producer = PartlyStrandedProducer()
+    producer.waits = {}
+    producer.fatal = "_FENCED: fenced"
+    watch = chaos.StallWatch(FakeCluster({}), producer, TOPIC, 6, stall_s=30, interval_s=0.01)
+    watch.start()
+    try:
+        wait_for(lambda: "PRODUCER FATAL: _FENCED: fenced" in capsys.readouterr().out)
+        time.sleep(0.1)
+        assert "PRODUCER FATAL" not in capsys.readouterr().out  # once
+    finally:
+        watch.stop()
