@@ -8,14 +8,20 @@ A consumer group reads the topic meanwhile (`--group-members`, kafkalite.testing
 its members commit synchronously, and an assigned partition must never start below a
 commit acknowledged before; at the end the commits read back must be the acknowledged ones.
 
+At the end, once every ISR is full, it waits (60 s at most) for every replica's LEO to
+reach its leader's HW and compares the replicas' segment files below the HW (guarantee 2,
+as tests/chaos/test_chaos.py does): with `--disk bitflip` a flipped batch must have been
+refetched. The final log is read with the client's CRC check on.
+
 Liveness counts as much as safety, so these stalls fail the run too: the producer getting
 no acknowledgement for `--stall-seconds` while every partition has a leader (a client
 stranded by the cluster), or getting none for that long from one partition with a leader
-that it kept sending to (a partition stranded), the group consuming nothing for `--group-stall-seconds` while the
-producer is acknowledged, the group not catching up with the producer 120 s after the end, and a live
-cluster not fully replicated 60 s after an action (a live broker left out of the ISR). So
-does a fatal error of the producer (librdkafka's idempotent producer refusing every produce
-after it), printed when the stall watch sees it and at the end.
+that it kept sending to (a partition stranded), the group consuming nothing for
+`--group-stall-seconds` while the producer is acknowledged, the group not catching up with
+the producer 120 s after the end, and a live cluster not fully replicated 60 s after an
+action (a live broker left out of the ISR). So does a fatal error of the producer
+(librdkafka's idempotent producer refusing every produce after it), printed when the stall
+watch sees it and at the end.
 
 With `--netns` (a cluster started with `bin/cluster up --netns`, each member in its own
 network namespace) it also makes network faults, each held for a few seconds and then
@@ -49,7 +55,7 @@ from kafkalite.testing.disk_faults import fill, flip_bit
 from kafkalite.testing.group_watch import GroupWatch
 from kafkalite.testing.history import History, check
 from kafkalite.testing.probes import UNANSWERED, partition_view, topic_fully_replicated, wait_fully_replicated, wait_until
-from kafkalite.testing.verify import VerifyingProducer, read_final_log, verify
+from kafkalite.testing.verify import VerifyingProducer, read_final_log, replicas_identical_below_hw, verify
 
 ACTIONS = ("kill", "pause", "term", "kill-controller")
 # With --netns (a cluster started with `bin/cluster up --netns`): network faults, each held
@@ -477,8 +483,16 @@ def main(argv: list[str] | None = None) -> int:
         watch_died = watch.died()
         producer.stop()
         producer.join(180)
+    replica_problems: list[str] = []
     if not wait_healthy(cluster, args.topic, args.partitions, 120):
         not_replicated.append("NOT REPLICATED: cluster not fully replicated 120 s after the last action")
+        say("replicas not compared below the HW: the cluster is not fully replicated")
+    else:
+        replica_problems = replicas_identical_below_hw(cluster, args.topic, args.partitions, timeout_s=60)
+        say("REPLICAS IDENTICAL BELOW THE HW" if not replica_problems else
+            f"REPLICAS DIFFER BELOW THE HW (or could not be compared) in {len(replica_problems)} partitions:")
+        for msg in replica_problems[:20]:
+            say(f"  {msg}")
     acked, failed = producer.snapshot()
     say(f"producer stopped: {producer.sent} sent, {acked} acknowledged, {failed} failed (failures are allowed; losses are not)")
     producer_failures = producer_problems(producer)
@@ -520,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     live, lines = liveness_report(watch.stalls, not_replicated, watch_died, args.stall_seconds, args.replication_seconds)
     for line in lines:
         say(line)
-    return 0 if verdict.ok and checked.ok and live and not group_problems and not producer_failures else 1
+    safe = verdict.ok and checked.ok and not group_problems and not replica_problems
+    return 0 if safe and live and not producer_failures else 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ every acknowledgement (partition, offset). Afterwards `verify` reads each partit
 its log start to the HW and checks guarantee 1 and 3 of DESIGN.md section 7: every
 acknowledged value is at its acknowledged offset, offsets are contiguous (none skipped or
 repeated), and no acknowledged value appears twice. `replica_logs_identical` checks
-guarantee 2 on the segment files of every replica. With a `history`
+guarantee 2 on the segment files of every replica (`replicas_identical_below_hw`: of every
+partition of a running cluster, once its replicas have reached the HW). With a `history`
 (kafkalite.testing.history) the producer also records every invocation and answer, so the
 run can be held against the final log by the history checker.
 """
@@ -26,6 +27,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafkalite import leader_lookups
 from kafkalite.cli import client_security
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
+from kafkalite.testing.probes import UNANSWERED, broker_state, partition_view
 
 
 @dataclasses.dataclass
@@ -218,9 +220,11 @@ class Verdict:
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
-    """Every record from the log start to the HW (ListOffsets latest at the start)."""
+    """Every record from the log start to the HW (ListOffsets latest at the start), each
+    batch's CRC checked by the client (check.crcs): a leader serving a corrupt batch is caught
+    here, not taken for the log."""
     c = Consumer({**client_security.librdkafka_config(), "bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "log_level": 3})
+                  "enable.partition.eof": True, "check.crcs": True, "log_level": 3})
     try:
         deadline = time.monotonic() + timeout_s
         low, high = leader_lookups.watermarks(c, topic, partition, timeout_s=timeout_s, retries=int(timeout_s * 2),
@@ -304,6 +308,60 @@ def replica_logs_identical(replica_dirs: list[str], hw: int) -> list[str]:
         if [x[2] for x in batches] != [x[2] for x in ref]:
             first = next((i for i, (a, b) in enumerate(zip(batches, ref)) if a[2] != b[2]), min(len(batches), len(ref)))
             problems.append(f"{d} differs from {ref_dir} below HW {hw} at batch #{first}")
+    return problems
+
+
+def _replica_leos(cluster, name: str, replicas: list[int]) -> dict[int, int | None]:
+    """Each replica's LEO as its broker reports it (None: it did not answer, or has no such
+    replica)."""
+    out: dict[int, int | None] = {}
+    for r in replicas:
+        try:
+            b = cluster.broker(r)
+            out[r] = broker_state(b["admin_port"], host=b["host"])["partitions"][name]["leo"]
+        except (*UNANSWERED, KeyError):
+            out[r] = None
+    return out
+
+
+def replicas_identical_below_hw(cluster, topic: str, partitions: int, timeout_s: float = 60.0,
+                                interval_s: float = 0.5) -> list[str]:
+    """Guarantee 2 on a running cluster, partition by partition: the leader's HW, a wait (all
+    partitions together at most `timeout_s`) for every replica's LEO to reach it, then
+    `replica_logs_identical` on the replicas' directories. Each problem names its partition;
+    a partition whose replicas could not be compared is one too."""
+    problems: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    status = cluster.status()
+    for p in range(partitions):
+        name = f"{topic}-{p}"
+        view = partition_view(cluster, topic, p)
+        if view is None or view["leader"] < 0:
+            problems.append(f"{name}: no leader; its replicas were not compared")
+            continue
+        try:
+            leader = cluster.broker(view["leader"])
+            hw = broker_state(leader["admin_port"], host=leader["host"])["partitions"][name]["hw"]
+        except (*UNANSWERED, KeyError) as e:
+            problems.append(f"{name}: its leader {view['leader']} did not tell its HW ({type(e).__name__}: {e}); "
+                            f"its replicas were not compared")
+            continue
+        replicas = list(view["replicas"])
+        while True:
+            behind = {r: leo for r, leo in _replica_leos(cluster, name, replicas).items() if leo is None or leo < hw}
+            if not behind or time.monotonic() >= deadline:
+                break
+            time.sleep(interval_s)
+        if behind:
+            problems.append(f"{name}: replicas did not reach the HW {hw} within {timeout_s:.0f} s (LEO "
+                            + ", ".join(f"{r}: {'unknown' if leo is None else leo}" for r, leo in sorted(behind.items()))
+                            + "); its replicas were not compared")
+            continue
+        dirs = partition_dirs(status, topic, p, replicas)
+        if len(dirs) != len(replicas):
+            problems.append(f"{name}: {len(dirs)} replica directories found for replicas {replicas}: {dirs}")
+            continue
+        problems += [f"{name}: {x}" for x in replica_logs_identical(dirs, hw)]
     return problems
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kafkalite.cli import chaos
-from kafkalite.testing.verify import PartitionWait, VerifyingProducer, partition_of
+from kafkalite.testing import verify
+from kafkalite.testing.verify import PartitionWait, VerifyingProducer, partition_of, replicas_identical_below_hw
 
 TOPIC = "chaos"
 
@@ -54,7 +56,7 @@ def admin_server(answer: Callable[[int], bytes | dict]) -> Iterator[int]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield server.server_address[1]
@@ -64,11 +66,13 @@ def admin_server(answer: Callable[[int], bytes | dict]) -> Iterator[int]:
 
 
 class FakeCluster:
-    def __init__(self, ports: dict[int, int]) -> None:
+    def __init__(self, ports: dict[int, int], log_dirs: dict[int, list[str]] | None = None) -> None:
         self.ports = ports
+        self.log_dirs = log_dirs or {}
 
     def status(self) -> dict:
-        return {"brokers": [{"id": b, "alive": True, "pid": None, "admin_port": port, "host": "127.0.0.1", "log_dirs": []}
+        return {"brokers": [{"id": b, "alive": True, "pid": None, "admin_port": port, "host": "127.0.0.1",
+                             "log_dirs": self.log_dirs.get(b, [])}
                             for b, port in self.ports.items()]}
 
     def broker(self, broker_id: int) -> dict:
@@ -250,3 +254,68 @@ def test_the_stall_watch_says_when_the_producer_hit_a_fatal_error(capsys):
         assert "PRODUCER FATAL" not in capsys.readouterr().out  # once
     finally:
         watch.stop()
+
+
+def _batch(base: int, count: int, payload: bytes) -> bytes:
+    """Enough of a record batch for verify._batches: base offset, length, last offset delta."""
+    b = bytearray(61) + payload
+    struct.pack_into(">qi", b, 0, base, len(b) - 12)
+    struct.pack_into(">i", b, 23, count - 1)
+    return bytes(b)
+
+
+def _replicas(tmp_path, logs: dict[int, list[bytes]]) -> dict[int, list[str]]:
+    """Broker id -> its log dirs, each holding chaos-0 with the given batches."""
+    dirs = {}
+    for b, batches in logs.items():
+        d = tmp_path / f"broker-{b}"
+        (d / f"{TOPIC}-0").mkdir(parents=True)
+        (d / f"{TOPIC}-0" / "00000000000000000000.log").write_bytes(b"".join(batches))
+        dirs[b] = [str(d)]
+    return dirs
+
+
+@contextlib.contextmanager
+def two_brokers(leos: dict[int, int], hw: int) -> Iterator[dict[int, int]]:
+    """Brokers 1 (leading chaos-0 with HW `hw`) and 2, each reporting its replica's LEO."""
+    def doc(b: int) -> dict:
+        return broker_state_doc({0: 1}, {f"{TOPIC}-0": {"hw": hw if b == 1 else 0, "leo": leos[b]}})
+
+    with admin_server(lambda n: doc(1)) as one, admin_server(lambda n: doc(2)) as two:
+        yield {1: one, 2: two}
+
+
+def test_replicas_that_differ_below_the_hw_are_found_and_above_it_do_not_matter(tmp_path):
+    """bin/chaos never compared replicas (guarantee 2), even after --disk bitflip."""
+    a, b, c = _batch(0, 2, b"first"), _batch(2, 1, b"second"), _batch(3, 1, b"third")
+    flipped = _batch(2, 1, b"secOnd")
+    same = _replicas(tmp_path / "same", {1: [a, b, c], 2: [a, b, _batch(3, 1, b"other")]})
+    with two_brokers({1: 4, 2: 4}, hw=3) as ports:
+        assert replicas_identical_below_hw(FakeCluster(ports, same), TOPIC, 1, timeout_s=5, interval_s=0.01) == []
+    differ = _replicas(tmp_path / "differ", {1: [a, b, c], 2: [a, flipped, c]})
+    with two_brokers({1: 4, 2: 4}, hw=3) as ports:
+        problems = replicas_identical_below_hw(FakeCluster(ports, differ), TOPIC, 1, timeout_s=5, interval_s=0.01)
+    assert problems == [f"{TOPIC}-0: {differ[2][0]}/{TOPIC}-0 differs from {differ[1][0]}/{TOPIC}-0 below HW 3 at batch #1"]
+
+
+def test_a_replica_that_never_reaches_the_hw_is_reported_not_compared(tmp_path):
+    logs = _replicas(tmp_path, {1: [_batch(0, 3, b"x")], 2: []})
+    with two_brokers({1: 3, 2: 1}, hw=3) as ports:
+        problems = replicas_identical_below_hw(FakeCluster(ports, logs), TOPIC, 1, timeout_s=0.2, interval_s=0.01)
+    assert problems == [f"{TOPIC}-0: replicas did not reach the HW 3 within 0 s (LEO 2: 1); its replicas were not compared"]
+
+
+def test_the_final_log_is_read_with_the_clients_crc_check(monkeypatch):
+    seen = {}
+
+    class Refused(Exception):
+        pass
+
+    def consumer(config: dict):
+        seen.update(config)
+        raise Refused
+
+    monkeypatch.setattr(verify, "Consumer", consumer)
+    with pytest.raises(Refused):
+        verify.read_partition("unused:0", TOPIC, 0)
+    assert seen["check.crcs"] is True
