@@ -236,10 +236,18 @@ class StallWatch(threading.Thread):
 def producer_problems(producer: VerifyingProducer) -> list[str]:
     """What makes the producer's part of the run a failure whatever the checks find: a fatal
     error of librdkafka's idempotent producer (it refuses every produce after it, so the run
-    stopped testing anything; kafkalite should never cause one)."""
+    stopped testing anything; kafkalite should never cause one), records neither acknowledged
+    nor failed by the end of its final flush (every record is answered within
+    message.timeout.ms), or a producer that did not finish at all."""
     with producer.lock:
-        fatal = producer.fatal
-    return [] if fatal is None else [f"PRODUCER FATAL: {fatal} (no record could be produced after it)"]
+        fatal, unflushed = producer.fatal, producer.unflushed
+    out = [] if fatal is None else [f"PRODUCER FATAL: {fatal} (no record could be produced after it)"]
+    if producer.is_alive():
+        out.append("PRODUCER UNFINISHED: it was still running 180 s after it was stopped (its final flush did not end)")
+    elif unflushed:
+        out.append(f"UNANSWERED: {unflushed} records were neither acknowledged nor failed after the producer's final "
+                   f"120 s flush")
+    return out
 
 
 def liveness_report(stalls: list[str], not_replicated: list[str], watch_died: str | None, stall_s: float,

@@ -37,7 +37,10 @@ After the run the log itself is read from its start to the high watermark (`Fina
    after its previous read of that partition (or the next offset the final log holds),
    except the first read after the partition is assigned to it, which may start anywhere
    (its group's committed offset: at least once, so a rebalance may repeat records). A
-   consumer going back, or skipping records, without a rebalance breaks it.
+   consumer going back, or skipping records, without a rebalance breaks it;
+10. *unanswered*: with `producers_done` (the default: the producers had stopped and flushed
+   when the history was taken), every invoked value was acknowledged or failed. A client
+   that never answers is a stranded write, and its record's fate is unknown.
 
 Values must be unique over the whole workload (the producers' job, e.g. `p3-1207`). The
 verdict names the first violation (in history order when the history shows it) with its
@@ -203,7 +206,7 @@ class Verdict:
         head = "OK" if self.ok else f"FAILED ({self.violation_count} violations)"
         return (f"history check {head}: {c['invoked']} invoked, {c['acked']} acknowledged, {c['failed']} failed "
                 f"({c['failed_present']} of them in the log), {c['lost']} lost, {c['duplicates']} duplicated, "
-                f"{c['reads']} reads by {c['consumers']} consumers, {c['unread']} unread, "
+                f"{c['unanswered']} unanswered, {c['reads']} reads by {c['consumers']} consumers, {c['unread']} unread, "
                 f"{c['final_records']} records in the final log")
 
     def report(self) -> str:
@@ -220,8 +223,11 @@ VIOLATIONS_KEPT = 200
 
 
 def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
-          ours: Callable[[bytes], bool] | None = None) -> Verdict:
-    """Hold the history against the final log (rules 1-9 of the module docstring).
+          ours: Callable[[bytes], bool] | None = None, producers_done: bool = True) -> Verdict:
+    """Hold the history against the final log (rules 1-10 of the module docstring).
+
+    `producers_done=False` for a history taken while producers may still have had records
+    in flight (a run cut short): unanswered invocations are then only counted.
 
     `ours`: which values this workload wrote (e.g. by their prefix), when the log may also
     hold records of earlier runs; records and reads of other values are only counted in the
@@ -370,6 +376,17 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
     for v, e in read_place.items():
         if v not in invoked:
             violate("phantom", f"{e.process} read {v!r}, which was never invoked", e, v, e.partition, e.offset)
+
+    # 10. Every invocation answered, once the producers are done: one violation per producer.
+    if producers_done:
+        unanswered_by: dict[str, list[Event]] = defaultdict(list)
+        for v, e in invoked.items():
+            if v not in answered:
+                unanswered_by[e.process].append(e)
+        for process, waiting in sorted(unanswered_by.items()):
+            shown = ", ".join(repr(e.value) for e in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+            violate("unanswered", f"{process}: {len(waiting)} values invoked were never acknowledged nor failed: {shown}",
+                    waiting[0], waiting[0].value)
 
     # 8. The consumers read every offset; 9. each in log order between rebalances.
     relevant = _offsets_to_read(final, ours)

@@ -89,6 +89,9 @@ class VerifyingProducer(threading.Thread):
         # librdkafka's reason when the idempotent producer hit a fatal error (it then refuses
         # every produce); the checks print it.
         self.fatal: str | None = None
+        # Records still unanswered after the final flush (librdkafka's flush(120) result);
+        # None until run() has ended.
+        self.unflushed: int | None = None
 
     def stop(self) -> None:
         self._halt.set()
@@ -139,12 +142,14 @@ class VerifyingProducer(threading.Thread):
         interval = 1.0 / self.rate_per_s
         next_at = start
         last_invoked = b""  # a value retried after BufferError is invoked once
+        not_produced: bytes | None = None  # invoked, not (yet) accepted by the client
         while not self._halt.is_set() and self.sent < self.count_max and time.monotonic() - start < self.seconds_max:
             value = f"{self.prefix}-{self.sent}".encode()
             partition = NO_OFFSET if self.partitions is None else partition_of(value, self.partitions)
             if history is not None and value != last_invoked:
                 history.invoke(process, value, partition)
                 last_invoked = value
+            not_produced = value
             try:
                 if partition == NO_OFFSET:  # librdkafka's partitioner picks
                     p.produce(self.topic, value=value, key=value, on_delivery=on_delivery)
@@ -152,6 +157,7 @@ class VerifyingProducer(threading.Thread):
                     p.produce(self.topic, value=value, key=value, partition=partition, on_delivery=on_delivery)
                     self.note_sent(partition)
                 self.sent += 1
+                not_produced = None
             except BufferError:
                 p.poll(0.05)
                 continue
@@ -166,7 +172,11 @@ class VerifyingProducer(threading.Thread):
             delay = next_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        p.flush(120)
+        if history is not None and not_produced is not None:  # never handed over: it cannot be written
+            history.fail(process, not_produced, "not produced: the client refused it and the producer stopped")
+        unanswered = p.flush(120)
+        with self.lock:
+            self.unflushed = unanswered
 
     def snapshot(self) -> tuple[int, int]:
         with self.lock:

@@ -15,6 +15,7 @@ import pytest
 
 from kafkalite.cli import chaos
 from kafkalite.testing import verify
+from kafkalite.testing.history import FinalLog, History, check
 from kafkalite.testing.verify import PartitionWait, VerifyingProducer, partition_of, replicas_identical_below_hw
 
 TOPIC = "chaos"
@@ -93,6 +94,10 @@ class SilentProducer:
 
     def partition_waits(self) -> dict:
         return {}
+
+
+def rules_of(verdict) -> set[str]:
+    return {v.rule for v in verdict.violations}
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10) -> None:
@@ -319,3 +324,68 @@ def test_the_final_log_is_read_with_the_clients_crc_check(monkeypatch):
     with pytest.raises(Refused):
         verify.read_partition("unused:0", TOPIC, 0)
     assert seen["check.crcs"] is True
+
+
+class SilentClient:
+    """A confluent_kafka.Producer that accepts records (or, full, refuses them all) and
+    never answers any."""
+
+    full = False
+
+    def __init__(self, conf: dict) -> None:
+        self.pending: list[bytes] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery, partition: int = -1) -> None:
+        if self.full:
+            raise BufferError("Local: Queue full")
+        self.pending.append(value)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return len(self.pending)
+
+
+def test_records_unanswered_after_the_final_flush_fail_the_run_and_are_named(monkeypatch):
+    """flush(120)'s result was discarded and unanswered invocations only counted."""
+    monkeypatch.setattr(verify, "Producer", SilentClient)
+    history = History()
+    producer = VerifyingProducer("unused:0", TOPIC, count_max=3, rate_per_s=1000, prefix="chaos9", history=history,
+                                 partitions=3)
+    producer.start()
+    producer.join(10)
+    assert producer.unflushed == 3
+    assert chaos.producer_problems(producer) == [
+        "UNANSWERED: 3 records were neither acknowledged nor failed after the producer's final 120 s flush"]
+    verdict = check(history.events(), FinalLog({}))
+    assert rules_of(verdict) == {"unanswered"} and verdict.counts["unanswered"] == 3
+    assert verdict.violations[0].message == ("producer-1: 3 values invoked were never acknowledged nor failed: "
+                                             "b'chaos9-0', b'chaos9-1', b'chaos9-2'")
+    assert "3 unanswered" in verdict.summary()
+    assert check(history.events(), FinalLog({}), producers_done=False).ok  # a history cut short: counted only
+
+
+def test_a_record_the_client_never_took_is_failed_not_left_unanswered(monkeypatch):
+    class FullClient(SilentClient):
+        full = True
+
+    monkeypatch.setattr(verify, "Producer", FullClient)
+    history = History()
+    producer = VerifyingProducer("unused:0", TOPIC, rate_per_s=1000, prefix="chaos9", history=history)
+    producer.start()
+    time.sleep(0.2)
+    producer.stop()
+    producer.join(10)
+    assert producer.unflushed == 0 and chaos.producer_problems(producer) == []
+    assert [(e.kind, e.value) for e in history.events()] == [("invoke", b"chaos9-0"), ("fail", b"chaos9-0")]
+    assert check(history.events(), FinalLog({})).ok
+
+
+def test_a_producer_still_running_after_the_end_fails_the_run():
+    class Stuck(VerifyingProducer):
+        def is_alive(self) -> bool:
+            return True
+
+    assert chaos.producer_problems(Stuck("unused:0", TOPIC)) == [
+        "PRODUCER UNFINISHED: it was still running 180 s after it was stopped (its final flush did not end)"]

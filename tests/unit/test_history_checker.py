@@ -382,3 +382,15 @@ def test_membership_events_round_trip_and_read_plainly(tmp_path):
     assert loaded == h.events()
     assert loaded[-2].describe().endswith("consumer-0 assign p0")
     assert loaded[-1].describe().endswith("consumer-0 revoke p0")
+
+
+def test_invocations_never_answered_once_the_producers_are_done_are_a_violation():
+    h, final = clean(consumers=0)
+    for v in (b"v-a", b"v-b"):
+        h.invoke("producer-2", v)
+    verdict = check(h.events(), final)
+    assert rules(verdict) == {"unanswered"}
+    assert verdict.violations[0].message == "producer-2: 2 values invoked were never acknowledged nor failed: b'v-a', b'v-b'"
+    assert "history of b'v-a'" in verdict.report()
+    cut_short = check(h.events(), final, producers_done=False)
+    assert cut_short.ok and cut_short.counts["unanswered"] == 2
