@@ -72,11 +72,47 @@ def say(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
 
 
+class TopicMismatch(Exception):
+    """The chaos topic exists with a shape the run's checks cannot hold it to."""
+
+
+def topic_mismatches(found_partitions: int, found_rfs: set[int], found_min_isr: int, partitions: int, rf: int,
+                     min_isr: int) -> list[str]:
+    """Why an existing topic does not fit the run. The producer, the final reader and the
+    checks cover exactly `partitions`; the guarantee tested (nothing acknowledged lost with
+    one broker down) needs `rf` replicas and at least `min_isr` of them in sync for a write.
+    A higher min.insync.replicas (up to the RF) only refuses more writes: accepted."""
+    out = []
+    if found_partitions != partitions:
+        out.append(f"it has {found_partitions} partitions, not {partitions} (--partitions)")
+    if found_rfs != {rf}:
+        out.append(f"its replication factor is {'/'.join(map(str, sorted(found_rfs))) or 'unknown'}, not {rf}")
+    if found_min_isr < min_isr:
+        out.append(f"its min.insync.replicas is {found_min_isr}, below {min_isr}: an acknowledged write may then be lost "
+                   f"with one broker down")
+    elif found_min_isr > rf:
+        out.append(f"its min.insync.replicas is {found_min_isr}, above its replication factor {rf}: no write can succeed")
+    return out
+
+
 def ensure_topic(boot: str, topic: str, partitions: int, rf: int, min_isr: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Create the chaos topic, or check that the existing one fits (TopicMismatch if not)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
     admin = AdminClient({"bootstrap.servers": boot, **client_security.librdkafka_config()})
-    if topic in admin.list_topics(timeout=10).topics:
+    existing = admin.list_topics(timeout=10).topics.get(topic)
+    if existing is not None:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        config = admin.describe_configs([resource])[resource].result(timeout=30)
+        found_min_isr = int(config["min.insync.replicas"].value)
+        problems = topic_mismatches(len(existing.partitions), {len(p.replicas) for p in existing.partitions.values()},
+                                    found_min_isr, partitions, rf, min_isr)
+        if problems:
+            raise TopicMismatch(f"topic {topic} exists and does not fit this run: " + "; ".join(problems)
+                                + f". Use another --topic, or delete {topic} first")
+        if found_min_isr != min_isr:
+            say(f"topic {topic} exists with min.insync.replicas {found_min_isr} (bin/chaos would create it with "
+                f"{min_isr}): its writes fail with fewer replicas in sync (a stall, not a loss)")
         return
     for f in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
                                            config={"min.insync.replicas": str(min_isr)})]).values():
@@ -407,7 +443,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[client_security.COMMAND_CONFIG_ENV] = status["client_config"]
         client_security.configure(status["client_config"])
     say(f"seed {seed}; {n} brokers; topic {args.topic} ({args.partitions} partitions, RF {rf}, min.insync.replicas {min_isr})")
-    ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
+    try:
+        ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
+    except TopicMismatch as e:
+        print(f"bin/chaos: {e}", file=sys.stderr)
+        return 1
     history = History()
     producer = VerifyingProducer(boot, args.topic, rate_per_s=args.rate, seconds_max=args.seconds + 300,
                                  prefix=f"chaos{seed}", history=history, partitions=args.partitions)

@@ -9,7 +9,9 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -389,3 +391,59 @@ def test_a_producer_still_running_after_the_end_fails_the_run():
 
     assert chaos.producer_problems(Stuck("unused:0", TOPIC)) == [
         "PRODUCER UNFINISHED: it was still running 180 s after it was stopped (its final flush did not end)"]
+
+
+class FakeAdmin:
+    """confluent_kafka.admin.AdminClient with one existing topic `chaos`, partitions x replicas."""
+
+    topic_partitions = 6
+    replicas = (1, 2, 3)
+    min_isr = "2"
+    created: list = []
+
+    def __init__(self, conf: dict) -> None:
+        pass
+
+    def list_topics(self, timeout: float):
+        partitions = {p: SimpleNamespace(replicas=list(self.replicas)) for p in range(self.topic_partitions)}
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(error=None, partitions=partitions)})
+
+    def describe_configs(self, resources: list) -> dict:
+        done: Future = Future()
+        done.set_result({"min.insync.replicas": SimpleNamespace(value=self.min_isr)})
+        return {resources[0]: done}
+
+    def create_topics(self, topics: list) -> dict:
+        FakeAdmin.created.extend(topics)
+        return {}
+
+
+def test_an_existing_topic_that_does_not_fit_the_run_is_refused(monkeypatch):
+    """ensure_topic took any existing topic: with 3 partitions where the run covers 6, RF 1 or
+    min.insync.replicas 1 the checks would hold the cluster to a guarantee it never gave."""
+    import confluent_kafka.admin
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", FakeAdmin)
+    chaos.ensure_topic("unused:0", TOPIC, 6, 3, 2)  # fits
+    assert FakeAdmin.created == []
+    monkeypatch.setattr(FakeAdmin, "topic_partitions", 3)
+    monkeypatch.setattr(FakeAdmin, "replicas", (1,))
+    monkeypatch.setattr(FakeAdmin, "min_isr", "1")
+    with pytest.raises(chaos.TopicMismatch) as refused:
+        chaos.ensure_topic("unused:0", TOPIC, 6, 3, 2)
+    assert str(refused.value) == (
+        "topic chaos exists and does not fit this run: it has 3 partitions, not 6 (--partitions); its replication factor "
+        "is 1, not 3; its min.insync.replicas is 1, below 2: an acknowledged write may then be lost with one broker down. "
+        "Use another --topic, or delete chaos first")
+
+
+def test_a_stricter_min_insync_replicas_is_accepted_with_a_note_and_one_above_the_rf_refused(monkeypatch, capsys):
+    import confluent_kafka.admin
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", FakeAdmin)
+    monkeypatch.setattr(FakeAdmin, "min_isr", "3")  # tests/chaos makes a producer stall so
+    chaos.ensure_topic("unused:0", TOPIC, 6, 3, 2)
+    assert "exists with min.insync.replicas 3" in capsys.readouterr().out
+    assert chaos.topic_mismatches(6, {3}, 4, 6, 3, 2) == [
+        "its min.insync.replicas is 4, above its replication factor 3: no write can succeed"]
+    assert chaos.topic_mismatches(6, {3, 2}, 2, 6, 3, 2) == ["its replication factor is 2/3, not 3"]
