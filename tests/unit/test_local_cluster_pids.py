@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,13 @@ def spawned():
     def spawn(*argv: str) -> subprocess.Popen:
         p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
         procs.append(p)
+        # Until the child has exec'd, /proc/PID/cmdline is this Python's (the notes name it):
+        # wait for the stand-in's own command line (bounded).
+        cmdline = Path(f"/proc/{p.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        wanted = b"\0".join(a.encode() for a in argv) + b"\0"
+        while time.monotonic() < deadline and cmdline.read_bytes() != wanted:
+            time.sleep(0.005)
         return p
 
     yield spawn
