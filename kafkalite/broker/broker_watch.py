@@ -12,8 +12,14 @@ only connects and pings.
 
 One task per watched registration (broker id, epoch): it pings the broker's inter-broker
 address, then waits until that connection ends; it connects and pings again at once. A
-verdict of GONE calls `on_gone(broker_id, epoch)` once; pinging goes on, and a later
-answer from the very same process calls `on_back(broker_id, epoch)`. Every connection
+verdict of GONE calls `on_gone(broker_id, epoch)` once; pinging goes on. Every answer as
+that registration's process on a new connection calls `on_back(broker_id, epoch)`, the
+first one too, not only one after this watch's own GONE: whoever counts the registration
+gone may know it from other evidence (a new controller starts from its broker's metadata
+cache, issue 13), and a watch made after that never sees a GONE of its own. The callee
+ignores it for a registration it does not count gone. While that connection stands,
+`answering` is true: a caller whose "back" could not be acted on (ZooKeeper failed) asks
+the watch again rather than wait for a transition that will not come. Every connection
 attempt and ping is bounded by PING_TIMEOUT_MS, and attempts after a failure are paced by
 RETRY_S, so a watch costs nothing while the broker is healthy and little while it is not.
 """
@@ -44,6 +50,9 @@ class ProcessWatch:
         # Set while a verdict stands (connected and answered as this process, or gone); clear
         # from the moment the connection ends until the next verdict.
         self.settled = asyncio.Event()
+        # True while the process answered as this registration on the connection now open
+        # (a standing ALIVE verdict); false from the moment that connection ends.
+        self.answering = False
         self._client = RpcClient(host, port, sender=sender, on_drop=self._on_drop, secret=secret)
         self._on_gone = on_gone
         self._on_back = on_back
@@ -55,6 +64,7 @@ class ProcessWatch:
         return self._client.peer_closed()
 
     def _on_drop(self) -> None:
+        self.answering = False
         self.settled.clear()
         self._dropped.set()
 
@@ -76,14 +86,18 @@ class ProcessWatch:
             self._dropped.clear()
             outcome = await self._ping()
             verdict = st.judge(outcome)
+            self.answering = verdict is Verdict.ALIVE and not self._dropped.is_set()
             if verdict is Verdict.GONE and not gone:
                 gone = True
                 log.info("broker %d (epoch %d) at %s:%d is gone: %s", st.broker_id, st.epoch, *self.address,
                          outcome if isinstance(outcome, str) else f"answered by {outcome}")
                 self._on_gone(st.broker_id, st.epoch)
-            elif verdict is Verdict.ALIVE and gone:
-                gone = False
-                log.info("broker %d (epoch %d) answers again", st.broker_id, st.epoch)
+            elif verdict is Verdict.ALIVE:
+                if gone:
+                    gone = False
+                    log.info("broker %d (epoch %d) answers again", st.broker_id, st.epoch)
+                # Not only after our own GONE: the caller may count it gone on other
+                # evidence (see the module docstring), and ignores it otherwise.
                 self._on_back(st.broker_id, st.epoch)
             if verdict is not Verdict.UNKNOWN or gone:
                 self.settled.set()

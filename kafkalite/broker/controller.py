@@ -97,6 +97,7 @@ class Controller:
         self._rebalance_task: asyncio.Task | None = None
         self._owned: set[asyncio.Task] = set()
         self._retries_due: set[type] = set()  # kinds of event a retry of is scheduled (_retry_later)
+        self._backs_queued: set[tuple[int, int]] = set()  # (broker, epoch) of the ProcessBack events in the queue
         self._unclean_counted = 0
         self._config_change_seen = ""  # the last /config/changes notification handled (issue 16)
         # Set by the broker: registrations (broker -> epoch) its own process watches found
@@ -126,10 +127,14 @@ class Controller:
     async def _run(self) -> None:
         while True:
             ev = await self.queue.get()
+            if isinstance(ev, ProcessBack):
+                self._backs_queued.discard((ev.broker_id, ev.epoch))
             started = time.monotonic()
             self._spent = [0.0, 0.0]  # this event's core steps, its ZooKeeper operations (s)
+            failed = True
             try:
                 await self._handle(ev)
+                failed = False
             except ControllerMovedError as e:
                 log.warning("controller epoch moved under us (%s): resigning", e)
                 self._execute(self.core.abort(ErrorCode.NOT_CONTROLLER, deposed=True))
@@ -151,6 +156,8 @@ class Controller:
                         self._retry_later(ev)
                     self._retry_later(BrokerChange())
             self._sync_watches()
+            if not failed:  # after a failure, once the BrokerChange retried in ELECTION_RETRY_S succeeds
+                self._backs_answering()
             took_ms = (time.monotonic() - started) * 1000
             if took_ms > 100:
                 log.info("controller event %s took %.0f ms (core %.0f ms, its ZooKeeper operations %.0f ms)", name_of(ev), took_ms,
@@ -175,9 +182,15 @@ class Controller:
                     # metadata (the UpdateMetadata barrier) any longer.
                     self.channel.remove_broker(bid)
             case ProcessBack(broker_id=bid, epoch=epoch):
-                found = (await self._read_brokers()).get(bid)
+                brokers = await self._read_brokers()
+                found = brokers.get(bid)
                 if found is not None and found.epoch == epoch:
                     await self._run_core(core.BrokerProcessBack(found))
+                elif self.core.gone.get(bid) == epoch:
+                    # That registration left /brokers/ids (deleted, or replaced by its process
+                    # registering anew, which still answers the watch): a broker change, handled
+                    # as one; it ends the core's gone entry, so _backs_answering stops asking.
+                    await self._run_core(core.BrokersChanged(brokers))
             case LogDirFailuresChange():
                 reports = await self._zk(self.zk.get_log_dir_failures)
                 await self._run_core(core.ReplicasOffline(reports))
@@ -415,7 +428,7 @@ class Controller:
                                          secret=self.rpc_secret)
         if self.settings["controller.process.watch.enable"] and self.watches is None:
             self.watches = ProcessWatches(self.broker_id, lambda b, e: self.enqueue(ProcessGone(b, e)),
-                                          lambda b, e: self.enqueue(ProcessBack(b, e)), secret=self.rpc_secret)
+                                          self._process_answers, secret=self.rpc_secret)
         brokers = await self._read_brokers()
         # Notifications up to now are in the configs read below (issue 16).
         self._config_change_seen = max((n for n, _e, _t in await self._zk(self.zk.get_config_changes)), default="")
@@ -430,7 +443,7 @@ class Controller:
         self.metrics.active_controller.set(1)
         # Registrations our own broker found gone (e.g. the previous controller's, after its
         # kill -9) are failed from the start. Their process is watched as every registration
-        # is, so one that answers again is heard (ProcessBack).
+        # is, so one whose process answers is heard (ProcessBack, _backs_answering).
         gone = {b: e for b, e in self.gone_evidence().items() if b in brokers and brokers[b].epoch == e}
         if self.watches is not None:
             self.watches.sync({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in brokers.items()})
@@ -520,6 +533,36 @@ class Controller:
             return
         self.watches.follow({b: (lb.epoch, lb.host, lb.inter_broker_port) for b, lb in self.core.live.items()},
                             self.core.gone)
+
+    def _process_answers(self, broker_id: int, epoch: int) -> None:
+        """A watch heard the process of registration (broker_id, epoch) answer on a new
+        connection: if the core counts it gone, it is back (ProcessBack). The watch calls this
+        on every such answer, not only after its own GONE: a new controller counts gone what
+        its broker's metadata cache found gone (Activated.gone), for which its fresh watch
+        never sees a GONE, and that live broker stayed out of every ISR, sent nothing, until
+        the next failover or its restart."""
+        if self.core.gone.get(broker_id) == epoch:
+            self._enqueue_back(broker_id, epoch)
+
+    def _backs_answering(self) -> None:
+        """"Back" is level-triggered: after each event that finished, every registration the
+        core counts gone whose watch stands answering as it gets a ProcessBack. An answer
+        heard while the core did not count it gone yet (its ProcessGone still queued), or a
+        ProcessBack that failed on ZooKeeper (its read of /brokers/ids), is thus not lost:
+        the watch would not call again while the connection stands. After a failure this
+        waits for the next event that succeeds (the BrokerChange retried after it), so a
+        ZooKeeper outage is not met with a ProcessBack in a loop."""
+        if self.watches is None:
+            return
+        for bid, epoch in sorted(self.core.gone.items()):
+            watch = self.watches.watches.get(bid)
+            if watch is not None and watch.state.epoch == epoch and watch.answering:
+                self._enqueue_back(bid, epoch)
+
+    def _enqueue_back(self, broker_id: int, epoch: int) -> None:
+        if (broker_id, epoch) not in self._backs_queued:  # one in the queue is enough: it reads /brokers/ids
+            self._backs_queued.add((broker_id, epoch))
+            self.enqueue(ProcessBack(broker_id, epoch))
 
     async def close(self) -> None:
         await cancel_and_wait([self._task, self._rebalance_task])

@@ -41,7 +41,8 @@ class ProcessGone:
 
 @dataclass(frozen=True)
 class ProcessBack:
-    """The process watch heard again from a process it had found gone."""
+    """The process of this registration answers the process watch: back, if the core counts
+    it gone (broker/controller.py `_process_answers`, `_backs_answering`)."""
 
     broker_id: int
     epoch: int

@@ -290,3 +290,128 @@ async def test_retries_through_a_zookeeper_outage_stay_one_per_kind(monkeypatch)
     await asyncio.sleep(0.1)
     assert not ctrl._retries_due  # once ZooKeeper answers, nothing is due any more
     await ctrl.close()
+
+
+def _two_brokers(zk: FlakyZk, registrations: dict) -> None:
+    """Brokers 1 (epoch 10) and 2 (epoch 20); topic t, partition 0 on [1, 2], led by 1."""
+    from kafkalite.zk.codec import TopicAssignment
+
+    zk.topic_reads = 1  # no failure in get_topics
+    zk.get_brokers = lambda: dict(registrations)  # type: ignore[method-assign]
+    zk.get_topics = lambda: ["t"]  # type: ignore[method-assign]
+    zk.get_topic_assignments = lambda names: {"t": (TopicAssignment({0: [1, 2]}, {}), 0)}  # type: ignore[method-assign]
+    zk.get_partition_state_tuples = lambda tps: {("t", 0): ((1, 3, [1, 2], 7), 5, 100)}  # type: ignore[method-assign]
+    zk.update_partition_states = lambda updates, epoch_version: {tp: updates[tp][1] + 1 for tp in updates}  # type: ignore[attr-defined]
+
+
+def _scripted_pings(monkeypatch, script: list) -> None:
+    """ProcessWatch._ping answers from `script` (a str outcome, a PingAnswer, or an
+    asyncio.Event to wait for before going on); then it waits for ever, as on a connection
+    that stands."""
+    from kafkalite.broker import broker_watch
+
+    monkeypatch.setattr(broker_watch, "RETRY_S", 0.01)
+    steps = iter(script)
+
+    async def ping(self):
+        for step in steps:
+            if isinstance(step, asyncio.Event):
+                await step.wait()
+                continue
+            return step
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(broker_watch.ProcessWatch, "_ping", ping)
+
+
+async def test_a_live_broker_a_new_controller_counts_gone_from_its_metadata_cache_is_taken_back(monkeypatch):
+    """Found by review: a controller elected with evidence from its broker's metadata cache
+    that broker 2 is gone (Activated.gone) made a fresh watch for it, which saw only ALIVE;
+    the watch reported "back" only after a GONE of its own, so ProcessBack never came, and
+    broker 2, alive and registered, stayed out of every ISR and was sent nothing (no
+    LeaderAndIsr, no UpdateMetadata) until the next failover or its restart."""
+    from kafkalite.broker.controller_channel import ControllerChannel
+    from kafkalite.core.messages import LeaderAndIsr
+    from kafkalite.core.process_watch import PingAnswer
+    from kafkalite.zk.codec import BrokerRegistration
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    _scripted_pings(monkeypatch, [PingAnswer(2, 20, "inc-2")])
+    sent: list[tuple[int, str]] = []
+    real_send = ControllerChannel.send
+
+    def send(self, broker_id, request, future=None):
+        sent.append((broker_id, type(request).__name__))
+        return real_send(self, broker_id, request, future)
+
+    monkeypatch.setattr(ControllerChannel, "send", send)
+    zk = FlakyZk()
+    _two_brokers(zk, {b: (BrokerRegistration(b, "127.0.0.1", 1, 1, 1), 10 * b) for b in (1, 2)})
+    ctrl = Controller(1, SETTINGS, BrokerMetrics(), on_fatal=lambda e: None)
+    ctrl.gone_evidence = lambda: {2: 20}  # wrong: broker 2's process runs
+    ctrl.start(zk)  # type: ignore[arg-type]
+    ctrl.enqueue(Elect())
+    await _until(lambda: 2 in ctrl.core.live and (2, LeaderAndIsr.__name__) in sent)
+    assert 2 in ctrl.core.live and not ctrl.core.gone
+    assert (2, LeaderAndIsr.__name__) in sent, sent
+    await ctrl.close()
+
+
+async def test_a_process_back_that_fails_on_zookeeper_is_asked_again(monkeypatch):
+    """Found by review: ProcessBack reads /brokers/ids first; when that read failed on
+    ZooKeeper the event was dropped (it is not among RETRIED_AFTER_ZK_ERROR), the BrokerChange
+    retried in its place keeps a gone registration gone while its epoch is unchanged, and the
+    watch, answered, never called again: the live broker stayed failed. Now the watch is
+    asked again after the next event that succeeds."""
+    from kafkalite.core.process_watch import PingAnswer
+    from kafkalite.zk.codec import BrokerRegistration
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    release = asyncio.Event()
+    _scripted_pings(monkeypatch, ["refused", release, PingAnswer(2, 20, "inc-2")])
+    zk = FlakyZk()
+    registrations = {b: (BrokerRegistration(b, "127.0.0.1", 1, 1, 1), 10 * b) for b in (1, 2)}
+    _two_brokers(zk, registrations)
+    reads = {"failed": 0, "fail": 0}
+
+    def get_brokers():
+        if reads["fail"]:
+            reads["fail"] -= 1
+            reads["failed"] += 1
+            raise ZkConnectionLossError("connection lost")
+        return dict(registrations)
+
+    zk.get_brokers = get_brokers  # type: ignore[method-assign]
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.core.gone.get(2) == 20)  # the watch's "refused": ProcessGone
+    assert 2 not in ctrl.core.live
+    reads["fail"] = 1  # the ProcessBack's read of /brokers/ids
+    release.set()  # broker 2's process answers as registration 20
+    await _until(lambda: 2 in ctrl.core.live)
+    assert reads["failed"] == 1
+    assert 2 in ctrl.core.live and not ctrl.core.gone
+    await ctrl.close()
+
+
+async def test_a_process_back_for_a_registration_replaced_in_zookeeper_is_a_broker_change(monkeypatch):
+    """The watch of (2, 20) stands answering when 2's process, its session expired, holds
+    registration 21: ProcessBack finds 20 gone from /brokers/ids. It hands the core what it
+    read, so the gone entry ends there (2 is live at 21) instead of being asked about after
+    every event until the BrokerChange arrives."""
+    from kafkalite.broker.controller_events import ProcessBack, ProcessGone
+    from kafkalite.zk.codec import BrokerRegistration
+
+    monkeypatch.setattr(controller_module, "ELECTION_RETRY_S", 0.01)
+    _scripted_pings(monkeypatch, [])
+    zk = FlakyZk()
+    registrations = {b: (BrokerRegistration(b, "127.0.0.1", 1, 1, 1), 10 * b) for b in (1, 2)}
+    _two_brokers(zk, registrations)
+    ctrl = _started(zk)
+    await _until(lambda: ctrl.active)
+    ctrl.enqueue(ProcessGone(2, 20))
+    await _until(lambda: ctrl.core.gone.get(2) == 20)
+    registrations[2] = (registrations[2][0], 21)
+    ctrl.enqueue(ProcessBack(2, 20))  # no BrokerChange queued
+    await _until(lambda: 2 in ctrl.core.live)
+    assert ctrl.core.live[2].epoch == 21 and not ctrl.core.gone
+    await ctrl.close()
