@@ -20,7 +20,12 @@ kafkalite/broker/controller.py does with kazoo and the RPC channel:
 - The process watch (issue 13, SimConfig.process_watch) is modelled from the simulation's
   ground truth on every tick: a live registration whose process crashed or restarted under
   another epoch, with the network between the two up, is reported gone after a random
-  delay; a gone registration whose process runs unpaused again is reported back. With
+  delay; a gone registration whose process runs unpaused is reported back, every tick
+  until the core takes it back (and again after a report that met ZooKeeper down), however
+  it came to be gone (the watch's own evidence, or the metadata cache's at activation):
+  the broker's driver is level-triggered in the same way (kafkalite.broker.controller
+  `_process_answers`, `_backs_answering`: every answer of the watched process, and after
+  every event that finished, each gone registration whose watch stands answering). With
   `process_watch_false_evidence`, a running broker is reported gone now and then (a
   zombie, to check that the leader epochs keep it harmless).
 - WaitForAnswers (StopReplica(delete) answers before a partition's znodes go) holds the
