@@ -180,26 +180,39 @@ class ControllerWatch:
         self._read_registration = read_registration  # broker -> (epoch, host, inter-broker port)
         self._remove_controller = remove_controller
         self.watch: ProcessWatch | None = None
+        self._follows = 0  # follow() calls so far: only the latest one's registration read is used
         self._tasks: set[asyncio.Task] = set()
 
     def follow(self, controller_id: int | None) -> None:
-        """/controller now names `controller_id` (None: nobody)."""
-        if self.watch is not None and self.watch.state.broker_id == controller_id:
-            return
-        self._drop()
+        """/controller now names `controller_id` (None: nobody). Its registration is read
+        again even when the watch is on that broker already: the same broker may hold
+        /controller under a new registration (its session expired, it registered and won
+        again, and our data watch saw only the new /controller). A watch of its previous
+        epoch would ask to remove /controller for that registration, which
+        remove_gone_controller refuses: no early failover when that controller dies."""
+        self._follows += 1
+        if self.watch is not None and self.watch.state.broker_id != controller_id:
+            self._drop()
         if controller_id is not None and controller_id != self.own_id:
-            spawn(self._start(controller_id), name=f"controller-watch-{controller_id}", owner=self._tasks)
+            spawn(self._start(controller_id, self._follows), name=f"controller-watch-{controller_id}", owner=self._tasks)
 
     def _drop(self) -> None:
         if self.watch is not None:
             spawn(self.watch.close(), name="close-controller-watch", owner=self._tasks)
             self.watch = None
 
-    async def _start(self, controller_id: int) -> None:
+    async def _start(self, controller_id: int, follow: int) -> None:
         found = await self._read_registration(controller_id)
-        if found is None or self.watch is not None:
+        if follow != self._follows:
+            return  # /controller moved meanwhile (a read for an earlier owner may end last): a later read decides
+        if found is None:  # no registration: nothing that remove_gone_controller would act on
+            self._drop()
             return
         epoch, host, port = found
+        watch = self.watch
+        if watch is not None and (watch.state.broker_id, watch.state.epoch, *watch.address) == (controller_id, epoch, host, port):
+            return
+        self._drop()
         self.watch = ProcessWatch(controller_id, epoch, host, port, sender=self.own_id, on_gone=self._gone,
                                   on_back=lambda b, e: None, secret=self.secret)
 
