@@ -43,6 +43,29 @@ class RpcConnectRefused(RpcError):
     or not started yet)."""
 
 
+async def _open_connection(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """asyncio.open_connection, trying the addresses `host` resolves to one at a time, in
+    order (as asyncio does without happy eyeballs), so that ConnectionRefusedError says
+    that every one of them refused. When a name resolves to several addresses (localhost
+    to ::1 and 127.0.0.1) and all refuse, asyncio raises a bare OSError("Multiple
+    exceptions: ...") that keeps no errno nor the errors, only their text: a dead broker
+    advertised under such a name was never found gone by the process watch (its verdict
+    stayed UNKNOWN) and waited for its session to expire."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"getaddrinfo({host!r}) returned no address")
+    errors: list[OSError] = []
+    for family, _type, proto, _canonical, address in infos:
+        try:
+            return await asyncio.open_connection(address[0], address[1], family=family, proto=proto, limit=1 << 20)
+        except OSError as e:
+            errors.append(e)
+    if len(errors) == 1 or all(isinstance(e, ConnectionRefusedError) for e in errors):
+        raise errors[0]
+    raise OSError("; ".join(f"{address[0]}: {e}" for (*_, address), e in zip(infos, errors, strict=True)))
+
+
 async def _read_frame(reader: asyncio.StreamReader, frame_bytes_max: int) -> bytes | None:
     try:
         head = await reader.readexactly(4)
@@ -206,7 +229,7 @@ class RpcClient:
                     raise RpcError("client closed")
                 generation, host, port = self._generation, self.host, self.port
                 try:
-                    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+                    reader, writer = await _open_connection(host, port)
                 except ConnectionRefusedError as e:
                     raise RpcConnectRefused(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
                 except OSError as e:
