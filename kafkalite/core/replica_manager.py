@@ -464,11 +464,11 @@ class ReplicaManager:
             return replica
         tp, old_id = replica.tp, replica.topic_id
         assert old_id is not None
+        fresh = self.open_replica(tp, self.topic_configs.get(tp[0], {}), True)
         self._stop_fetching(tp, out)
         self._alter_isr_due.discard(tp)
         self._alter_isr_in_flight.pop(tp, None)
-        del self.replicas[tp]
-        fresh = self.replicas[tp] = self.open_replica(tp, self.topic_configs.get(tp[0], {}), True)
+        self.replicas[tp] = fresh
         assert fresh is not replica
         assert fresh.leo == 0
         assert fresh.topic_id is None

@@ -77,6 +77,31 @@ def test_a_log_of_another_topic_id_is_deleted_and_a_fresh_one_made(tmp_path):
     logs.close()
 
 
+def test_replaced_logs_rewrite_the_checkpoints_once_per_request(tmp_path):
+    """Three partitions of an earlier topic replaced by one LeaderAndIsr: the dir's
+    checkpoint files are rewritten once, not once per partition (1,000 took seconds on the
+    broker's loop)."""
+    log_dir = str(tmp_path / "d")
+    logs = LogManager([log_dir], CONFIG)
+    logs.open_all(now_ms=0)
+    for p in range(3):
+        plog = logs.get_or_create("t", p, now_ms=0)
+        plog.append_as_leader(encode_batch([(b"k", b"old", ())], base_timestamp=1), 3, 0)
+        plog.assign_topic_id(ID_A)
+    logs.write_hw_checkpoint({("t", p): 1 for p in range(3)})
+    logs.close()
+    logs, rm = _broker(log_dir)
+    calls = []
+    real = logs.forget_deleted
+    logs.forget_deleted = lambda: (calls.append(1), real())[1]
+    request = LeaderAndIsr(9, 1, -1, tuple(PartitionLeadership("t", p, 1, 0, (1,), 0, (1,)) for p in range(3)),
+                           topic_ids={"t": ID_B}).to_wire()
+    assert rm.handle_leader_and_isr(request)["partitions"] == [["t", p, 0] for p in range(3)]
+    assert calls == [1] and all(rm.partitions[("t", p)].leo == 0 for p in range(3))
+    assert checkpoint.read_offsets(os.path.join(log_dir, checkpoint.REPLICATION_OFFSET_CHECKPOINT)) == {}
+    logs.close()
+
+
 def test_a_log_without_a_topic_id_is_kept_and_told_it_durably(tmp_path):
     """A log from before topic ids (no partition.metadata) is the topic's as before; the
     file is written at once and survives a kill -9 (a log dir opened again without close)."""
