@@ -192,8 +192,8 @@ class Partition(Replica):
     # -- follower -----------------------------------------------------------------------
     def append_as_follower(self, records: bytes, leader_hw: int) -> None:
         if records:
-            first = next(iter_headers(records))[1]
-            if self.log.log_start_offset == self.leo and first.base_offset < self.leo <= first.last_offset:
+            # (the header is read only for an empty log: not on every follower append)
+            if self.log.log_start_offset == self.leo and (first := next(iter_headers(records))[1]).base_offset < self.leo <= first.last_offset:
                 # The leader's log start lies inside this batch (DeleteRecords takes any
                 # offset) and our log is empty, restarted there: the batch cannot follow our
                 # LEO, and every fetch brought it again, for ever. Start the log at the

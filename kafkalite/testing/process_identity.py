@@ -40,7 +40,7 @@ def boot_id() -> str | None:
         return None
 
 
-def _stat_after_comm(pid: int) -> list[str] | None:
+def stat_after_comm(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after `(comm)` (field 3 onwards); comm may hold spaces."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -50,7 +50,7 @@ def _stat_after_comm(pid: int) -> list[str] | None:
 
 
 def start_ticks(pid: int) -> int | None:
-    fields = _stat_after_comm(pid)
+    fields = stat_after_comm(pid)
     return None if fields is None else int(fields[_START_TIME_FIELD - 3])
 
 
@@ -74,7 +74,7 @@ def whose(pid: int | None, recorded: dict[str, Any] | None, looks_ours: LooksOur
     or None for a record made without one)."""
     if not pid:
         return GONE
-    fields = _stat_after_comm(pid)
+    fields = stat_after_comm(pid)
     if fields is None or fields[0] == "Z":  # a zombie has exited; it only waits to be reaped
         return GONE
     if recorded and recorded.get("start_ticks") is not None:

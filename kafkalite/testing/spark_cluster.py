@@ -38,6 +38,7 @@ from typing import Any
 
 from kafkalite.testing.cluster import _tail, pid_alive, wait_pid_exit
 from kafkalite.testing.ports import LOOPBACK_HOST, free_ports
+from kafkalite.testing.process_identity import stat_after_comm
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -248,21 +249,12 @@ class SparkStandaloneCluster:
                 proc.wait(STOP_GRACE_S)
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat fields after the command name (field 3 onwards), or None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def _parents() -> dict[int, int]:
     """pid -> parent pid for every process now."""
     parents = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            fields = _stat_fields(int(entry))
+            fields = stat_after_comm(int(entry))
             if fields is not None:
                 parents[int(entry)] = int(fields[1])
     return parents
@@ -270,7 +262,7 @@ def _parents() -> dict[int, int]:
 
 def _start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (with the PID, a unique identity)."""
-    fields = _stat_fields(pid)
+    fields = stat_after_comm(pid)
     return None if fields is None else int(fields[19])
 
 
