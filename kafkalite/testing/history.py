@@ -200,17 +200,21 @@ class Verdict:
     counts: dict[str, int]
     violations: list[Violation]  # in history order; at most VIOLATIONS_KEPT
     violation_count: int
+    # Why each duplicate the client wrote itself is its own (`check`'s `explain`).
+    client_resends: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         c = self.counts
         head = "OK" if self.ok else f"FAILED ({self.violation_count} violations)"
         return (f"history check {head}: {c['invoked']} invoked, {c['acked']} acknowledged, {c['failed']} failed "
-                f"({c['failed_present']} of them in the log), {c['lost']} lost, {c['duplicates']} duplicated, "
+                f"({c['failed_present']} of them in the log), {c['lost']} lost, {c['duplicates']} duplicated"
+                + (f" ({c['client_resends']} re-sent by the client under a new epoch)" if c.get("client_resends") else "") + ", "
                 f"{c['unanswered']} unanswered, {c['reads']} reads by {c['consumers']} consumers, {c['unread']} unread, "
                 f"{c['final_records']} records in the final log")
 
     def report(self) -> str:
         lines = [self.summary()]
+        lines += [f"client re-send: {why}" for why in self.client_resends[:10]]
         if self.violations:
             lines.append("first violation:")
             lines.append(self.violations[0].describe())
@@ -223,8 +227,14 @@ VIOLATIONS_KEPT = 200
 
 
 def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
-          ours: Callable[[bytes], bool] | None = None, producers_done: bool = True) -> Verdict:
+          ours: Callable[[bytes], bool] | None = None, producers_done: bool = True,
+          explain: Callable[[int, int, int], str | None] | None = None) -> Verdict:
     """Hold the history against the final log (rules 1-10 of the module docstring).
+
+    `explain(partition, first offset, second offset)`: why a value's later copy is the
+    client's own re-send under a bumped producer epoch (kafkalite.testing.client_resends),
+    or None; a duplicate every later copy of which it explains is counted in
+    `client_resends`, not a violation of rule 2.
 
     `producers_done=False` for a history taken while producers may still have had records
     in flight (a run cut short): unanswered invocations are then only counted.
@@ -293,10 +303,17 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
             if ours is None or ours(v):
                 in_log[v].append((p, o))
     duplicates = 0
+    resent: list[str] = []
     for v, places in in_log.items():
         if len(places) > 1:
             duplicates += len(places) - 1
             if idempotent:
+                # Each copy is held against the one before it (one re-send per epoch bump).
+                why = [explain(p, o0, o) if explain is not None and p == p0 else None
+                       for (p0, o0), (p, o) in zip(places, places[1:])]
+                if all(w is not None for w in why):
+                    resent += [w for w in why if w is not None]  # the client's re-sends (client_resends)
+                    continue
                 origin = invoked.get(v)
                 violate("duplicate", f"{v!r} is in the final log {len(places)} times: "
                         + ", ".join(f"{p}:{o}" for p, o in places), origin, v, *places[1])
@@ -402,6 +419,7 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
         "unanswered": sum(1 for v in invoked if v not in answered),
         "lost": lost,
         "duplicates": duplicates,
+        "client_resends": len(resent),
         "reads": reads,
         "consumers": len(consumers),
         "final_records": final_records,
@@ -411,7 +429,7 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
     raw.sort(key=lambda r: (r[2] is None, r[2].index if r[2] is not None else 0))
     kept = [Violation(rule, message, e.index if e is not None else None, context(e, value, partition, offset, extra))
             for rule, message, e, value, partition, offset, extra in raw[:VIOLATIONS_KEPT]]
-    return Verdict(not raw, counts, kept, len(raw))
+    return Verdict(not raw, counts, kept, len(raw), resent[:VIOLATIONS_KEPT])
 
 
 Violate = Callable[..., None]

@@ -17,15 +17,18 @@ import dataclasses
 import logging
 import os
 import struct
+import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kafkalite import leader_lookups
 from kafkalite.cli import client_security
+from kafkalite.testing.client_resends import ResendCheck, SkippedSequence, SkippedSequenceLog
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
 from kafkalite.testing.probes import UNANSWERED, broker_state, partition_view
 
@@ -89,6 +92,8 @@ class VerifyingProducer(threading.Thread):
         # librdkafka's reason when the idempotent producer hit a fatal error (it then refuses
         # every produce); the checks print it.
         self.fatal: str | None = None
+        # librdkafka's epoch bumps after a refused sequence (client_resends.SkippedSequence).
+        self._skipped_log = SkippedSequenceLog()
         # Records still unanswered after the final flush (librdkafka's flush(120) result);
         # None until run() has ended.
         self.unflushed: int | None = None
@@ -102,16 +107,25 @@ class VerifyingProducer(threading.Thread):
             "message.timeout.ms": 60000, "linger.ms": 5, "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000, "log_level": 3, **client_security.librdkafka_config(),
         }
+        # librdkafka's account of its idempotence (debug "eos": a few lines per epoch bump or
+        # drain, none per message) goes to a logger of this producer's own: its epoch bumps
+        # tell a duplicate it wrote itself from one the broker failed to drop
+        # (kafkalite.testing.client_resends); its errors still go to stderr.
+        rdkafka_log = logging.getLogger(f"kafkalite.verify.librdkafka.{id(self)}")
+        rdkafka_log.setLevel(logging.DEBUG)
+        rdkafka_log.propagate = False
+        rdkafka_log.addHandler(self._skipped_log)
+        errors = logging.StreamHandler(sys.stderr)
+        errors.setLevel(logging.ERROR)
+        errors.setFormatter(logging.Formatter("%(message)s"))
+        rdkafka_log.addHandler(errors)
         debug_file = os.environ.get("KAFKALITE_VERIFY_DEBUG_FILE")
-        if debug_file:  # librdkafka's own account of idempotence and retries, for post-mortems
+        if debug_file:  # more of librdkafka's account of idempotence and retries, for post-mortems
             handler = logging.FileHandler(debug_file)
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-            rdkafka_log = logging.getLogger("kafkalite.verify.librdkafka")
             rdkafka_log.addHandler(handler)
-            rdkafka_log.setLevel(logging.DEBUG)
-            rdkafka_log.propagate = False
-            conf.update({"debug": os.environ.get("KAFKALITE_VERIFY_DEBUG", "eos,broker,topic"), "log_level": 7,
-                         "logger": rdkafka_log})
+        conf.update({"debug": os.environ.get("KAFKALITE_VERIFY_DEBUG", "eos,broker,topic") if debug_file else "eos",
+                     "log_level": 7, "logger": rdkafka_log})
         def on_error(err) -> None:
             if err.fatal():
                 with self.lock:
@@ -178,6 +192,11 @@ class VerifyingProducer(threading.Thread):
         with self.lock:
             self.unflushed = unanswered
 
+    @property
+    def skipped_sequences(self) -> list[SkippedSequence]:
+        """librdkafka's epoch bumps after a sequence refused as out of order, so far."""
+        return list(self._skipped_log.skipped)
+
     def snapshot(self) -> tuple[int, int]:
         with self.lock:
             return len(self.acked), len(self.failed)
@@ -223,10 +242,14 @@ class Verdict:
     acked: int
     read: int
     problems: list[str]
+    # Duplicates librdkafka wrote itself, re-sending under a bumped epoch records it had been
+    # told were not written (kafkalite.testing.client_resends): not the broker's failure.
+    client_resends: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         state = "OK" if self.ok else "FAILED"
-        return f"{state}: {self.acked} acknowledged, {self.read} read back, {len(self.problems)} problems"
+        resent = f", {len(self.client_resends)} records re-sent by the client under a new epoch" if self.client_resends else ""
+        return f"{state}: {self.acked} acknowledged, {self.read} read back, {len(self.problems)} problems{resent}"
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
@@ -261,10 +284,18 @@ def read_final_log(bootstrap: str, topic: str, partitions: int) -> FinalLog:
     return FinalLog({p: read_partition(bootstrap, topic, p) for p in range(partitions)})
 
 
-def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked], final: FinalLog | None = None) -> Verdict:
+Explain = Callable[[int, int, int], str | None]  # (partition, first offset, second offset) -> why, or None
+
+
+def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked], final: FinalLog | None = None,
+           explain: Explain | None = None) -> Verdict:
+    """`explain`: ResendCheck.explain, which accepts a duplicate as the client's own re-send
+    on the evidence kafkalite.testing.client_resends describes; without it every duplicate of
+    an acknowledged value is a problem."""
     problems: list[str] = []
+    resends: list[str] = []
     read = 0
-    where: dict[bytes, tuple[int, int]] = {}
+    where: dict[bytes, list[tuple[int, int]]] = {}
     if final is None:
         final = read_final_log(bootstrap, topic, partitions)
     for p in range(partitions):
@@ -275,18 +306,35 @@ def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked
             gaps = [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1][:5]
             problems.append(f"partition {p}: offsets not contiguous, e.g. {gaps}")
         for o, v in records:
-            if v in where and v in acked:
-                problems.append(f"acknowledged value {v!r} appears twice: {where[v]} and {(p, o)}")
-            where[v] = (p, o)
+            places = where.setdefault(v, [])
+            if places and v in acked:
+                prev = places[-1]  # each copy is held against the one before it
+                why = explain(p, prev[1], o) if explain is not None and prev[0] == p else None
+                if why is None:
+                    problems.append(f"acknowledged value {v!r} appears twice: {prev} and {(p, o)}")
+                else:
+                    resends.append(why)
+            places.append((p, o))
     for v, a in acked.items():
         got = where.get(v)
         if got is None:
             problems.append(f"LOST: acknowledged {v!r} at {a.partition}:{a.offset} is not in the log")
-        elif a.offset == NO_OFFSET and got[0] == a.partition:
+        elif a.offset == NO_OFFSET and any(p == a.partition for p, _ in got):
             continue  # acknowledged without an offset: anywhere in its partition (history.py, `ok`)
-        elif got != (a.partition, a.offset):
-            problems.append(f"MOVED: acknowledged {v!r} at {a.partition}:{a.offset} found at {got[0]}:{got[1]}")
-    return Verdict(not problems, len(acked), read, problems[:50])
+        elif (a.partition, a.offset) not in got:
+            problems.append(f"MOVED: acknowledged {v!r} at {a.partition}:{a.offset} found at "
+                            + ", ".join(f"{p}:{o}" for p, o in got))
+    return Verdict(not problems, len(acked), read, problems[:50], resends)
+
+
+def resend_check(status: dict[str, Any], topic: str, partitions: int, final: FinalLog,
+                 skipped: list[SkippedSequence]) -> ResendCheck:
+    """A ResendCheck over a local cluster's replica directories (its `status()`), bounded by
+    the final log each partition was read to."""
+    everyone = [b["id"] for b in status["brokers"]]
+    dirs = {p: partition_dirs(status, topic, p, everyone) for p in range(partitions)}
+    ends = {p: records[-1][0] + 1 for p, records in final.partitions.items() if records}
+    return ResendCheck(topic, skipped, dirs, ends)
 
 
 def _batches(path: str) -> list[tuple[int, int, bytes]]:
