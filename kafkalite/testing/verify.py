@@ -191,6 +191,10 @@ class VerifyingProducer(threading.Thread):
         unanswered = p.flush(120)
         with self.lock:
             self.unflushed = unanswered
+        for h in list(rdkafka_log.handlers):  # the logging module keeps the logger; not its files
+            rdkafka_log.removeHandler(h)
+            if h is not self._skipped_log:
+                h.close()
 
     @property
     def skipped_sequences(self) -> list[SkippedSequence]:
