@@ -11,7 +11,6 @@ blocking) and its outcome resumed, until the event is finished. One event at a t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
@@ -361,17 +360,6 @@ class Controller:
 
     async def _read_topics(self, names: list[str]) -> tuple[dict[str, core.Topic], dict[TP, PartitionState], dict[TP, int]]:
         assignments = await self._zk(self.zk.get_topic_assignments, names)
-        if legacy := {t: v for t, (a, v) in assignments.items() if a.topic_id is None}:
-            # Topics created before topic ids (KIP-516) get one now, as Kafka's controller
-            # gives them on upgrade: from then on a replica of an earlier topic of the same
-            # name is told apart (ReplicaManager._check_topic_id). Brokers record the id
-            # in the logs they hold at the next LeaderAndIsr.
-            given = await self._zk(self.zk.assign_topic_ids, legacy, codec.new_topic_id, self.epoch_zk_version)
-            for t, (topic_id, version) in given.items():
-                assignments[t] = (dataclasses.replace(assignments[t][0], topic_id=topic_id), version)
-            if given:
-                log.info("controller: gave %d topics created before topic ids an id: %s", len(given),
-                         ", ".join(sorted(given)[:10]) + (", ..." if len(given) > 10 else ""))
         topics = {t: _from_assignment(a) for t, (a, _v) in assignments.items()}
         tps = [(t, p) for t, topic in topics.items() for p in topic.partitions]
         loaded = await self._zk(self.zk.get_partition_state_tuples, tps)

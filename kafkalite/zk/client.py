@@ -708,39 +708,6 @@ class ZkAdapter:
             raise result
         return int(result)
 
-    def assign_topic_ids(self, read: Mapping[str, int], new_id: Callable[[], str],
-                         controller_epoch_zk_version: int | None) -> dict[str, tuple[str, int]]:
-        """Controller: give each topic created before topic ids (KIP-516) an id, as Kafka's
-        controller does on upgrade. `read`: topic -> the version of /brokers/topics/<t> the
-        controller read without an id. Each znode still at that version and still without
-        an id gets `new_id()` (its other fields as stored), all in writes fenced on the
-        controller epoch (ControllerMovedError). Returns topic -> (id, new version) for
-        those written; a topic changed or deleted meanwhile is left out (the read that
-        follows its change sees it)."""
-        by_path = {paths.topic_path(t): t for t in read}
-        replies = self.get_many(list(by_path))
-        updates: list[tuple[str, bytes, int]] = []
-        ids: dict[str, str] = {}
-        for path, topic in by_path.items():
-            reply = replies.get(path)
-            if reply is None or reply[1].version != read[topic]:
-                continue
-            stored = codec.decode_topic_assignment(reply[0], path)
-            if stored.topic_id is not None:
-                continue
-            ids[topic] = new_id()
-            updates.append((path, codec.encode_topic_assignment(dataclasses.replace(stored, topic_id=ids[topic])), read[topic]))
-        if not updates:
-            return {}
-        written: dict[str, tuple[str, int]] = {}
-        for path, result in self.multi_conditional_set(updates, controller_epoch_zk_version).items():
-            if isinstance(result, (StaleZnodeVersionError, ZnodeNotFoundError)):
-                continue
-            if isinstance(result, Exception):
-                raise result
-            written[by_path[path]] = (ids[by_path[path]], int(result))
-        return written
-
     def delete_partitions(self, partitions: Iterable[TopicPartition], controller_epoch_zk_version: int | None) -> None:
         """Controller: the znodes of removed partitions (state first, then the partition)."""
         deletes = []

@@ -3,7 +3,6 @@ writes, pipelined reads, broker registration, controller election, producer id b
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 
@@ -402,32 +401,3 @@ def test_watches_call_back_on_changes(adapter):
     assert ["5"] in children_seen
     assert data_seen[0] is None
     assert codec.decode_controller_info(data_seen[-1], "/controller").broker_id == 5
-
-
-def test_topics_made_before_topic_ids_get_one_fenced_and_only_at_the_version_read(zk_client_factory):
-    """KIP-516 upgrade: the controller gives ids to topics whose znode has none, keeping the
-    rest of the znode; a topic changed since the read, one with an id already and a deleted
-    one are left alone, and a deposed controller writes nothing."""
-    zk = ZkAdapter(zk_client_factory())
-    zk.ensure_base_paths()
-    deposed = zk.try_become_controller(1)
-    assert zk.resign_controller(1)
-    office = zk.try_become_controller(1)
-    legacy = TopicAssignment({0: [1, 2], 1: [2, 1]}, {"cleanup.policy": "compact"})
-    for t in ("old", "moved", "gone"):
-        zk.create_topic_znode(t, legacy)
-    zk.create_topic_znode("new", dataclasses.replace(legacy, topic_id=codec.new_topic_id()))
-    read = {t: zk.get_topic_assignment(t)[1] for t in ("old", "moved", "gone", "new")}
-    zk.write_topic_assignment("moved", dataclasses.replace(legacy, partitions={0: [1, 2], 1: [2, 1], 2: [1, 2]}), None)
-    zk.delete_topic_znodes("gone", None)
-    ids = iter(["AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"])
-
-    with pytest.raises(ControllerMovedError):
-        zk.assign_topic_ids(read, lambda: next(ids), deposed.epoch_zk_version)
-    assert zk.get_topic_assignment("old") == (legacy, 0)
-
-    given = zk.assign_topic_ids(read, lambda: next(ids), office.epoch_zk_version)
-    assert given == {"old": ("BBBBBBBBBBBBBBBBBBBBBB", 1)}
-    assert zk.get_topic_assignment("old") == (dataclasses.replace(legacy, topic_id="BBBBBBBBBBBBBBBBBBBBBB"), 1)
-    assert zk.get_topic_assignment("moved")[0].topic_id is None  # the next read of it gives it one
-    assert zk.assign_topic_ids({"old": 1}, lambda: next(ids), office.epoch_zk_version) == {}
