@@ -28,9 +28,14 @@ VerifyingProducer keeps):
    bumps because a request was refused as out of order after an earlier request failed with
    NOT_LEADER_FOR_PARTITION, and the first copy's sequence lies between the first one it had
    no acknowledgement for ("next seq") and the refused one: the records it then re-sent;
-3. the refusal was right: in the final log, the producer's sequences in that epoch end
-   before the sequence just below the refused request's (the leader never held the batch
-   the refused one had to follow).
+3. the refusals were right: in the final log, the producer's sequences in that epoch end
+   before the sequence just below the lowest one librdkafka reports refused in that epoch
+   (the leader never held the batch the refused one had to follow).
+
+Each later copy is held against the copy before it, and a copy the client was acknowledged
+at is never taken for one it re-sent (librdkafka re-sends only what it has no answer for):
+`verify` and the history checker see to both. A partition's batches are read from every
+replica directory that holds both copies, and each must agree.
 
 Anything else, a duplicate within one epoch above all, remains the broker's failure.
 """
@@ -155,13 +160,15 @@ def explain_resend(topic: str, partition: int, first_offset: int, second_offset:
     seq = first.sequence_of(first_offset)
     last_kept = max((b.last_sequence for b in batches
                      if b.producer_id == first.producer_id and b.producer_epoch == first.producer_epoch), default=-1)
-    for s in skipped:
-        if (s.topic, s.partition, s.producer_id, s.producer_epoch) != (topic, partition, first.producer_id, first.producer_epoch):
-            continue
+    ours = [s for s in skipped
+            if (s.topic, s.partition, s.producer_id, s.producer_epoch) == (topic, partition, first.producer_id, first.producer_epoch)]
+    # 3 holds for every refusal librdkafka reported in that epoch (it logs one per refused
+    # request while it drains), so for the lowest: each must have been right.
+    if not ours or last_kept >= min(s.refused_seq for s in ours) - 1:
+        return None
+    for s in ours:
         if s.failed_error != NOT_PERSISTED_BY_LIBRDKAFKA or not s.next_seq <= seq < s.refused_seq:
             continue  # 2: not a bump that re-sent this record
-        if last_kept >= s.refused_seq - 1:
-            continue  # 3: the leader held what the refused request followed; refusing it was wrong
         return (f"{topic}-{partition}: offset {second_offset} (producer {first.producer_id} epoch {second.producer_epoch}) "
                 f"repeats offset {first_offset} (epoch {first.producer_epoch} sequence {seq}): librdkafka bumped the epoch "
                 f"after sequence {s.refused_seq} was refused as out of order (the log's epoch {first.producer_epoch} ends at "
@@ -175,8 +182,8 @@ class ResendCheck:
     """`explain(partition, first_offset, second_offset)` for `verify` and the history
     checker. `dirs`: partition -> its replica directories; `ends`: partition -> the final
     log's end offset. A partition's batches are read from its directories the first time a
-    duplicate there needs them; the first directory whose batches explain it does (a replica
-    that has not reached the final log's end explains nothing there)."""
+    duplicate there needs them; every directory holding both copies must explain it, and at
+    least one must hold them."""
 
     def __init__(self, topic: str, skipped: Iterable[SkippedSequence], dirs: Mapping[int, list[str]],
                  ends: Mapping[int, int]) -> None:
@@ -187,13 +194,17 @@ class ResendCheck:
         self._batches: dict[str, list[BatchOrigin]] = {}
 
     def explain(self, partition: int, first_offset: int, second_offset: int) -> str | None:
+        why = None
         for d in self.dirs.get(partition, []):
             if d not in self._batches:
                 try:
                     self._batches[d] = batch_origins(d, self.ends.get(partition, 0))
                 except OSError:
                     self._batches[d] = []
-            why = explain_resend(self.topic, partition, first_offset, second_offset, self._batches[d], self.skipped)
-            if why is not None:
-                return why
-        return None
+            batches = self._batches[d]
+            if _origin_at(batches, first_offset) is None or _origin_at(batches, second_offset) is None:
+                continue  # a replica that has not reached the copies (or lost its directory)
+            why = explain_resend(self.topic, partition, first_offset, second_offset, batches, self.skipped)
+            if why is None:
+                return None  # every replica holding both copies must agree
+        return why

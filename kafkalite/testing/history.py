@@ -308,8 +308,12 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
         if len(places) > 1:
             duplicates += len(places) - 1
             if idempotent:
-                # Each copy is held against the one before it (one re-send per epoch bump).
-                why = [explain(p, o0, o) if explain is not None and p == p0 else None
+                # Each copy is held against the one before it (one re-send per epoch bump), and
+                # never one the client was acknowledged at: it re-sends only what it had no
+                # answer for.
+                ack = answered.get(v)
+                acked_at = (ack.partition, ack.offset) if ack is not None and ack.kind == "ok" else None
+                why = [explain(p, o0, o) if explain is not None and p == p0 and acked_at != (p0, o0) else None
                        for (p0, o0), (p, o) in zip(places, places[1:])]
                 if all(w is not None for w in why):
                     resent += [w for w in why if w is not None]  # the client's re-sends (client_resends)

@@ -39,6 +39,14 @@ class Acked:
     offset: int  # NO_OFFSET: acknowledged without one (history.py, `ok`)
 
 
+def librdkafka_debug(debug_file: str | None, contexts: str | None) -> str:
+    """The verifying producer's librdkafka `debug` setting: always `eos` (its epoch bumps are
+    the evidence client_resends needs), and with a debug file the contexts asked for
+    (KAFKALITE_VERIFY_DEBUG, default eos,broker,topic)."""
+    asked = (contexts or "eos,broker,topic").split(",") if debug_file else []
+    return ",".join(dict.fromkeys(["eos", *(c.strip() for c in asked if c.strip())]))
+
+
 @dataclasses.dataclass(frozen=True)
 class PartitionWait:
     """A partition the producer sent to after its last acknowledgement there."""
@@ -111,9 +119,7 @@ class VerifyingProducer(threading.Thread):
         # drain, none per message) goes to a logger of this producer's own: its epoch bumps
         # tell a duplicate it wrote itself from one the broker failed to drop
         # (kafkalite.testing.client_resends); its errors still go to stderr.
-        rdkafka_log = logging.getLogger(f"kafkalite.verify.librdkafka.{id(self)}")
-        rdkafka_log.setLevel(logging.DEBUG)
-        rdkafka_log.propagate = False
+        rdkafka_log = logging.Logger("kafkalite.verify.librdkafka", logging.DEBUG)  # this producer's own, unregistered
         rdkafka_log.addHandler(self._skipped_log)
         errors = logging.StreamHandler(sys.stderr)
         errors.setLevel(logging.ERROR)
@@ -124,8 +130,16 @@ class VerifyingProducer(threading.Thread):
             handler = logging.FileHandler(debug_file)
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             rdkafka_log.addHandler(handler)
-        conf.update({"debug": os.environ.get("KAFKALITE_VERIFY_DEBUG", "eos,broker,topic") if debug_file else "eos",
+        conf.update({"debug": librdkafka_debug(debug_file, os.environ.get("KAFKALITE_VERIFY_DEBUG")),
                      "log_level": 7, "logger": rdkafka_log})
+        try:
+            self._produce(conf)
+        finally:
+            for h in list(rdkafka_log.handlers):
+                rdkafka_log.removeHandler(h)
+                h.close()
+
+    def _produce(self, conf: dict[str, Any]) -> None:
         def on_error(err) -> None:
             if err.fatal():
                 with self.lock:
@@ -191,10 +205,6 @@ class VerifyingProducer(threading.Thread):
         unanswered = p.flush(120)
         with self.lock:
             self.unflushed = unanswered
-        for h in list(rdkafka_log.handlers):  # the logging module keeps the logger; not its files
-            rdkafka_log.removeHandler(h)
-            if h is not self._skipped_log:
-                h.close()
 
     @property
     def skipped_sequences(self) -> list[SkippedSequence]:
@@ -313,7 +323,9 @@ def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked
             places = where.setdefault(v, [])
             if places and v in acked:
                 prev = places[-1]  # each copy is held against the one before it
-                why = explain(p, prev[1], o) if explain is not None and prev[0] == p else None
+                # librdkafka re-sends only what it had no acknowledgement for
+                why = (explain(p, prev[1], o) if explain is not None and prev[0] == p and (acked[v].partition, acked[v].offset) != prev
+                       else None)
                 if why is None:
                     problems.append(f"acknowledged value {v!r} appears twice: {prev} and {(p, o)}")
                 else:

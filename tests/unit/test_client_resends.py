@@ -17,7 +17,7 @@ from kafkalite.testing.client_resends import (
     parse_skipped_sequence,
 )
 from kafkalite.testing.history import FinalLog, History, check
-from kafkalite.testing.verify import Acked, verify
+from kafkalite.testing.verify import Acked, librdkafka_debug, verify
 
 # librdkafka 2.x's ERRSEQ debug line, as its logger hands it over (facility, client, text).
 ERRSEQ = ("ERRSEQ [rdkafka#producer-2] [thrd:127.0.0.1:45013/2]: 127.0.0.1:45013/2: ProduceRequest for chaos [1] "
@@ -118,3 +118,47 @@ def test_verify_and_the_history_checker_report_the_clients_re_sends_and_fail_the
     checked = check(history.events(), final, explain=resends.explain)
     assert checked.ok, checked.report()
     assert checked.counts["client_resends"] == 2 and "client re-send" in checked.report()
+
+
+def test_every_refusal_in_the_epoch_must_have_been_right():
+    """Found by review: librdkafka logs one ERRSEQ per refused request while it drains; a
+    later, right refusal must not excuse a duplicate when the first refusal was wrong."""
+    held = LOG[:2] + [BatchOrigin(937, 940, 0, 0, 937), BatchOrigin(941, 942, 0, 1, 0)]
+    wrong = SkippedSequence("chaos", 1, 0, 0, 941, 935, "NOT_LEADER_FOR_PARTITION", 939, 940)
+    later = SkippedSequence("chaos", 1, 0, 0, 943, 935, "NOT_LEADER_FOR_PARTITION", 941, 942)
+    assert explain_resend("chaos", 1, 935, 941, held, [later]) is not None  # alone it would pass
+    assert explain_resend("chaos", 1, 935, 941, held, [wrong, later]) is None
+    assert explain_resend("chaos", 1, 935, 941, held, [later, wrong]) is None
+
+
+def test_a_copy_the_client_was_acknowledged_at_is_never_a_re_send():
+    final = FinalLog({1: [(935, b"v-1"), (936, b"v-2"), (937, b"v-1")]})
+    resends = ResendCheck("chaos", [BUMP], {}, {})
+    resends._batches["d"] = LOG
+    resends.dirs = {1: ["d"]}
+    assert verify("unused:0", "chaos", 2, {b"v-1": Acked(1, 937)}, final, resends.explain).ok
+    assert not verify("unused:0", "chaos", 2, {b"v-1": Acked(1, 935)}, final, resends.explain).ok
+    for acked_at in (937, 935):
+        history = History()
+        history.invoke("p", b"v-1", 1)
+        history.ok("p", b"v-1", 1, acked_at)
+        history.invoke("p", b"v-2", 1)
+        history.ok("p", b"v-2", 1, 936)
+        assert check(history.events(), final, explain=resends.explain).ok is (acked_at == 937)
+
+
+def test_every_replica_holding_both_copies_must_agree():
+    resends = ResendCheck("chaos", [BUMP], {}, {})
+    resends._batches.update({"a": LOG, "b": LOG[:2] + [BatchOrigin(937, 938, 0, 0, 935)], "c": LOG[:1]})
+    resends.dirs = {1: ["a", "c"]}
+    assert resends.explain(1, 935, 937) is not None  # c has not reached the copies: not asked
+    resends.dirs = {1: ["a", "b", "c"]}
+    assert resends.explain(1, 935, 937) is None
+    resends.dirs = {1: ["c"]}
+    assert resends.explain(1, 935, 937) is None  # no replica holds them
+
+
+def test_the_verifying_producer_always_asks_librdkafka_for_its_epoch_bumps():
+    assert librdkafka_debug(None, "broker,topic") == "eos"
+    assert librdkafka_debug("/tmp/f", None) == "eos,broker,topic"
+    assert librdkafka_debug("/tmp/f", "broker, msg") == "eos,broker,msg"
