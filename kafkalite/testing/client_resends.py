@@ -7,35 +7,39 @@ records the client sends again under a bumped epoch are new records to every bro
 and kafkalite's alike.
 
 librdkafka bumps the epoch of an idempotent producer when a request fails with
-OUT_OF_ORDER_SEQUENCE_NUMBER after an earlier one failed ("skipped sequence numbers"), and
-then sends again every record not yet acknowledged, renumbered from 0. It does so believing
-the earlier request's records were not written: it classes NOT_LEADER_OR_FOLLOWER as "not
+OUT_OF_ORDER_SEQUENCE_NUMBER after an earlier one failed ("skipped sequence numbers"). The
+bump is the producer's, not the partition's: once its requests in flight are answered, it
+sends again, in every partition, every record not yet acknowledged, renumbered from 0. It
+does so believing those records were not written: it classes NOT_LEADER_OR_FOLLOWER as "not
 persisted". After a leader change that is not always so. A leader that appended a batch and
 lost its leadership before the HW passed it answers NOT_LEADER_OR_FOLLOWER (Kafka's
 DelayedProduce does the same), yet the new leader may hold the batch: its followers had
 copied it. When librdkafka then sends a later batch to the new leader before the failed one
 (a race in its retry queue after the leader change), the new leader rightly refuses it as out
-of order, librdkafka bumps the epoch, and the failed batch's records land twice: once in the
-old epoch, once in the new. librdkafka's issue #4953 ("Sporadic message duplication during
-leader transition with idempotent producer") shows it against Apache Kafka.
+of order, librdkafka bumps the epoch, and a failed batch's records land twice, in that
+partition or any other one whose leader also moved: once in the old epoch, once in the new.
+librdkafka's issue #4953 ("Sporadic message duplication during leader transition with
+idempotent producer") shows it against Apache Kafka.
 
 `explain_resend` accepts a duplicate as the client's only on the whole of that evidence, from
-the log itself and from librdkafka's own account (its ERRSEQ debug line, which
-VerifyingProducer keeps):
+the log itself and from librdkafka's own account (debug `eos` lines the verifying producer
+keeps: ERRSEQ for each refusal that makes it bump, NEWPID for each partition's new epoch and
+the message id it numbers from):
 
 1. both copies come from one producer id, the second in a later epoch;
-2. librdkafka said, for that partition, producer id and the first copy's epoch, that it
-   bumps because a request was refused as out of order after an earlier request failed with
-   NOT_LEADER_FOR_PARTITION, and the first copy's sequence lies between the first one it had
-   no acknowledgement for ("next seq") and the refused one: the records it then re-sent;
-3. the refusals were right: in the final log, the producer's sequences in that epoch end
-   before the sequence just below the lowest one librdkafka reports refused in that epoch
-   (the leader never held the batch the refused one had to follow).
+2. they are one message of the client's: librdkafka numbers a partition's records in an
+   epoch from that epoch's base message id (NEWPID), so the same message id gives the
+   second copy's sequence exactly: the first's minus the difference of the two bases;
+3. librdkafka bumped that producer out of the first copy's epoch because requests were
+   refused as out of order after one failed with NOT_LEADER_FOR_PARTITION (ERRSEQ), and
+   every refusal was right: in the final log of the partition refused, the producer's
+   sequences in that epoch end before the one the lowest refused request had to follow
+   (the leader never held what it had to follow).
 
 Each later copy is held against the copy before it, and a copy the client was acknowledged
 at is never taken for one it re-sent (librdkafka re-sends only what it has no answer for):
 `verify` and the history checker see to both. A partition's batches are read from every
-replica directory that holds both copies, and each must agree.
+replica directory that holds the copies, and each must agree.
 
 Anything else, a duplicate within one epoch above all, remains the broker's failure.
 """
@@ -46,11 +50,12 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from kafkalite.log.records import LOG_OVERHEAD, iter_headers
 
 NOT_PERSISTED_BY_LIBRDKAFKA = "NOT_LEADER_FOR_PARTITION"  # librdkafka's name for NOT_LEADER_OR_FOLLOWER
+OUT_OF_ORDER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
 _SKIPPED = re.compile(
     r"ProduceRequest for (?P<topic>[A-Za-z0-9._-]+) \[(?P<partition>\d+)\] with \d+ message\(s\) failed "
@@ -88,21 +93,62 @@ def parse_skipped_sequence(message: str) -> SkippedSequence | None:
                            int(m["next"]), m["error"], int(m["first"]), int(m["last"]))
 
 
-class SkippedSequenceLog(logging.Handler):
+_NEW_EPOCH = re.compile(
+    r"(?P<topic>[A-Za-z0-9._-]+) \[(?P<partition>\d+)\] changed PID\{[^}]*\} -> "
+    r"PID\{Id:(?P<pid>-?\d+),Epoch:(?P<epoch>-?\d+)\} with base MsgId (?P<base>\d+)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochBase:
+    """librdkafka's NEWPID account: in this partition, the producer's records of this epoch
+    are numbered from message id `base_msgid` (sequence = message id - base)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    base_msgid: int
+
+
+def parse_epoch_base(message: str) -> EpochBase | None:
+    """The EpochBase in one librdkafka log message, or None."""
+    m = _NEW_EPOCH.search(message)
+    if m is None:
+        return None
+    return EpochBase(m["topic"], int(m["partition"]), int(m["pid"]), int(m["epoch"]), int(m["base"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientAccount:
+    """What librdkafka said about its idempotence: the refusals that made it bump its epoch,
+    and each partition's epochs and their base message ids."""
+
+    skipped: tuple[SkippedSequence, ...] = ()
+    bases: tuple[EpochBase, ...] = ()
+
+
+class ClientAccountLog(logging.Handler):
     """A logging handler for librdkafka's logger (confluent-kafka's `logger` setting, with
-    `debug` including `eos`): keeps every SkippedSequence it reports."""
+    `debug` including `eos`): keeps the ERRSEQ and NEWPID lines, parsed."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.skipped: list[SkippedSequence] = []
+        self.bases: list[EpochBase] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            found = parse_skipped_sequence(record.getMessage())
+            message = record.getMessage()
         except (TypeError, ValueError):  # a message that does not format: not ours
             return
-        if found is not None:
+        if "skipped sequence numbers" in message and (found := parse_skipped_sequence(message)) is not None:
             self.skipped.append(found)
+        elif "changed PID" in message and (base := parse_epoch_base(message)) is not None:
+            self.bases.append(base)
+
+    def account(self) -> ClientAccount:
+        return ClientAccount(tuple(self.skipped), tuple(self.bases))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,64 +193,79 @@ def _origin_at(batches: Iterable[BatchOrigin], offset: int) -> BatchOrigin | Non
     return next((b for b in batches if b.base_offset <= offset <= b.last_offset), None)
 
 
-def explain_resend(topic: str, partition: int, first_offset: int, second_offset: int, batches: list[BatchOrigin],
-                   skipped: Iterable[SkippedSequence]) -> str | None:
+def _base(account: ClientAccount, topic: str, partition: int, producer_id: int, epoch: int) -> int | None:
+    found = [b.base_msgid for b in account.bases
+             if (b.topic, b.partition, b.producer_id, b.producer_epoch) == (topic, partition, producer_id, epoch)]
+    return found[-1] if len(set(found)) == 1 else None  # none, or two accounts that disagree: no evidence
+
+
+def _last_sequence(batches: Iterable[BatchOrigin], producer_id: int, epoch: int) -> int:
+    return max((b.last_sequence for b in batches if b.producer_id == producer_id and b.producer_epoch == epoch), default=-1)
+
+
+def explain_resend(topic: str, partition: int, first_offset: int, second_offset: int,
+                   batches_of: Callable[[int], list[BatchOrigin] | None], account: ClientAccount) -> str | None:
     """Why the record at `second_offset` repeats the one at `first_offset` (same value, same
     partition, first < second) is librdkafka's re-send under a bumped epoch, or None when the
-    evidence (the module docstring's three conditions) is not all there."""
+    evidence (the module docstring's three conditions) is not all there. `batches_of(p)`:
+    partition p's batches in the final log (None: not known)."""
+    batches = batches_of(partition)
+    if batches is None:
+        return None
     first, second = _origin_at(batches, first_offset), _origin_at(batches, second_offset)
     if first is None or second is None or first.producer_id < 0:
         return None
-    if second.producer_id != first.producer_id or second.producer_epoch <= first.producer_epoch:
+    pid, old, new = first.producer_id, first.producer_epoch, second.producer_epoch
+    if second.producer_id != pid or new <= old:
         return None  # 1: not a re-send under a later epoch; the leader should have dropped it
-    seq = first.sequence_of(first_offset)
-    last_kept = max((b.last_sequence for b in batches
-                     if b.producer_id == first.producer_id and b.producer_epoch == first.producer_epoch), default=-1)
-    ours = [s for s in skipped
-            if (s.topic, s.partition, s.producer_id, s.producer_epoch) == (topic, partition, first.producer_id, first.producer_epoch)]
-    # 3 holds for every refusal librdkafka reported in that epoch (it logs one per refused
-    # request while it drains), so for the lowest: each must have been right.
-    if not ours or last_kept >= min(s.refused_seq for s in ours) - 1:
-        return None
-    for s in ours:
-        if s.failed_error != NOT_PERSISTED_BY_LIBRDKAFKA or not s.next_seq <= seq < s.refused_seq:
-            continue  # 2: not a bump that re-sent this record
-        return (f"{topic}-{partition}: offset {second_offset} (producer {first.producer_id} epoch {second.producer_epoch}) "
-                f"repeats offset {first_offset} (epoch {first.producer_epoch} sequence {seq}): librdkafka bumped the epoch "
-                f"after sequence {s.refused_seq} was refused as out of order (the log's epoch {first.producer_epoch} ends at "
-                f"sequence {last_kept}), following a request it was told had failed ({s.failed_error}, sequences "
-                f"{s.failed_first_seq}..{s.failed_last_seq}), and re-sent sequences {s.next_seq}..{s.refused_seq - 1} "
-                f"as not written; this one was (librdkafka issue #4953)")
-    return None
+    seq, resent_seq = first.sequence_of(first_offset), second.sequence_of(second_offset)
+    old_base, new_base = _base(account, topic, partition, pid, old), _base(account, topic, partition, pid, new)
+    if old_base is None or new_base is None or seq - resent_seq != new_base - old_base or resent_seq < 0:
+        return None  # 2: not shown to be one message of the client's
+    bumps = [s for s in account.skipped if (s.topic, s.producer_id, s.producer_epoch) == (topic, pid, old)]
+    # The first refusal follows the failed request; those behind it while librdkafka drains
+    # follow that refusal (its last error), or another NOT_LEADER_OR_FOLLOWER.
+    if not bumps or bumps[0].failed_error != NOT_PERSISTED_BY_LIBRDKAFKA or any(
+            s.failed_error not in (NOT_PERSISTED_BY_LIBRDKAFKA, OUT_OF_ORDER) for s in bumps):
+        return None  # 3: no bump out of that epoch, or not after a NOT_LEADER_OR_FOLLOWER
+    for p in sorted({s.partition for s in bumps}):
+        refused = batches_of(p)
+        if refused is None or _last_sequence(refused, pid, old) >= min(s.refused_seq for s in bumps if s.partition == p) - 1:
+            return None  # 3: the leader held what a refused request followed (or the log is unknown)
+    s = min(bumps, key=lambda b: b.refused_seq)
+    return (f"{topic}-{partition}: offset {second_offset} (producer {pid} epoch {new} sequence {resent_seq}) repeats "
+            f"offset {first_offset} (epoch {old} sequence {seq}), the same message of the client's (message id "
+            f"{seq + old_base}): librdkafka bumped the epoch after {topic}-{s.partition}'s sequence {s.refused_seq} was "
+            f"refused as out of order, following a request it was told had failed ({s.failed_error}), and re-sent what "
+            f"it had no acknowledgement for; this one had been written (librdkafka issue #4953)")
 
 
 class ResendCheck:
     """`explain(partition, first_offset, second_offset)` for `verify` and the history
     checker. `dirs`: partition -> its replica directories; `ends`: partition -> the final
     log's end offset. A partition's batches are read from its directories the first time a
-    duplicate there needs them; every directory holding both copies must explain it, and at
-    least one must hold them."""
+    duplicate needs them, and only if every directory agrees on them below the end (a
+    replica holding less is a prefix): otherwise the partition explains nothing."""
 
-    def __init__(self, topic: str, skipped: Iterable[SkippedSequence], dirs: Mapping[int, list[str]],
-                 ends: Mapping[int, int]) -> None:
+    def __init__(self, topic: str, account: ClientAccount, dirs: Mapping[int, list[str]], ends: Mapping[int, int]) -> None:
         self.topic = topic
-        self.skipped = list(skipped)
+        self.account = account
         self.dirs = {p: list(ds) for p, ds in dirs.items()}
         self.ends = dict(ends)
-        self._batches: dict[str, list[BatchOrigin]] = {}
+        self._batches: dict[int, list[BatchOrigin] | None] = {}
+
+    def batches_of(self, partition: int) -> list[BatchOrigin] | None:
+        if partition not in self._batches:
+            views = []
+            for d in self.dirs.get(partition, []):
+                try:
+                    views.append(batch_origins(d, self.ends.get(partition, 0)))
+                except OSError:
+                    continue
+            longest = max(views, key=len, default=None)
+            agree = longest is not None and all(v == longest[: len(v)] for v in views)
+            self._batches[partition] = longest if agree and longest else None
+        return self._batches[partition]
 
     def explain(self, partition: int, first_offset: int, second_offset: int) -> str | None:
-        why = None
-        for d in self.dirs.get(partition, []):
-            if d not in self._batches:
-                try:
-                    self._batches[d] = batch_origins(d, self.ends.get(partition, 0))
-                except OSError:
-                    self._batches[d] = []
-            batches = self._batches[d]
-            if _origin_at(batches, first_offset) is None or _origin_at(batches, second_offset) is None:
-                continue  # a replica that has not reached the copies (or lost its directory)
-            why = explain_resend(self.topic, partition, first_offset, second_offset, batches, self.skipped)
-            if why is None:
-                return None  # every replica holding both copies must agree
-        return why
+        return explain_resend(self.topic, partition, first_offset, second_offset, self.batches_of, self.account)

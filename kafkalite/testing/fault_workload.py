@@ -73,7 +73,7 @@ class Workload:
         wait_until(lambda: self.group.caught_up(acked_max), 90, "the consumer to read every acknowledged record")
         self.group.stop()
         # librdkafka's own re-sends under a bumped epoch (issue #4953) are not the brokers'.
-        explain = resend_check(self.cluster.status(), self.topic, self.partitions, final, self.producer.skipped_sequences).explain
+        explain = resend_check(self.cluster.status(), self.topic, self.partitions, final, self.producer.client_account).explain
         verdict = check(self.history.events(), final, explain=explain)
         print(verdict.summary())
         assert verdict.ok, verdict.report()

@@ -304,6 +304,9 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
                 in_log[v].append((p, o))
     duplicates = 0
     resent: list[str] = []
+    # Values the client itself wrote more than once (every later copy explained): read or
+    # acknowledged at any of their copies is right for them in rules 3 and 5.
+    copies: dict[bytes, set[tuple[int, int]]] = {}
     for v, places in in_log.items():
         if len(places) > 1:
             duplicates += len(places) - 1
@@ -317,6 +320,7 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
                        for (p0, o0), (p, o) in zip(places, places[1:])]
                 if all(w is not None for w in why):
                     resent += [w for w in why if w is not None]  # the client's re-sends (client_resends)
+                    copies[v] = set(places)
                     continue
                 origin = invoked.get(v)
                 violate("duplicate", f"{v!r} is in the final log {len(places)} times: "
@@ -379,12 +383,13 @@ def check(events: Iterable[Event], final: FinalLog, *, idempotent: bool = True,
                     f"{e.process} read {e.value!r}", e, e.value, e.partition, e.offset)
         read_at.setdefault((e.partition, e.offset), e)
         placed = read_place.get(e.value)
-        if placed is not None and (placed.partition, placed.offset) != (e.partition, e.offset):
+        here = (e.partition, e.offset)
+        if placed is not None and (placed.partition, placed.offset) != here and here not in copies.get(e.value, ()):
             violate("order", f"{e.value!r} read at {placed.partition}:{placed.offset} by {placed.process} (#{placed.index}) "
                     f"and at {e.partition}:{e.offset} by {e.process}", e, e.value, e.partition, e.offset)
         read_place.setdefault(e.value, e)
         acked = answered.get(e.value)
-        if (acked is not None and acked.kind == "ok"
+        if (acked is not None and acked.kind == "ok" and here not in copies.get(e.value, ())
                 and (acked.partition != e.partition or 0 <= acked.offset != e.offset)):
             violate("offsets", f"{e.value!r} acknowledged at {acked.partition}:{acked.offset} but read at "
                     f"{e.partition}:{e.offset}", e, e.value, e.partition, e.offset)

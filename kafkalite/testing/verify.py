@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kafkalite import leader_lookups
 from kafkalite.cli import client_security
-from kafkalite.testing.client_resends import ResendCheck, SkippedSequence, SkippedSequenceLog
+from kafkalite.testing.client_resends import ClientAccount, ClientAccountLog, ResendCheck
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
 from kafkalite.testing.probes import UNANSWERED, broker_state, partition_view
 
@@ -100,8 +100,8 @@ class VerifyingProducer(threading.Thread):
         # librdkafka's reason when the idempotent producer hit a fatal error (it then refuses
         # every produce); the checks print it.
         self.fatal: str | None = None
-        # librdkafka's epoch bumps after a refused sequence (client_resends.SkippedSequence).
-        self._skipped_log = SkippedSequenceLog()
+        # librdkafka's account of its epochs and bumps (client_resends.ClientAccount).
+        self._account_log = ClientAccountLog()
         # Records still unanswered after the final flush (librdkafka's flush(120) result);
         # None until run() has ended.
         self.unflushed: int | None = None
@@ -120,7 +120,7 @@ class VerifyingProducer(threading.Thread):
         # tell a duplicate it wrote itself from one the broker failed to drop
         # (kafkalite.testing.client_resends); its errors still go to stderr.
         rdkafka_log = logging.Logger("kafkalite.verify.librdkafka", logging.DEBUG)  # this producer's own, unregistered
-        rdkafka_log.addHandler(self._skipped_log)
+        rdkafka_log.addHandler(self._account_log)
         errors = logging.StreamHandler(sys.stderr)
         errors.setLevel(logging.ERROR)
         errors.setFormatter(logging.Formatter("%(message)s"))
@@ -207,9 +207,9 @@ class VerifyingProducer(threading.Thread):
             self.unflushed = unanswered
 
     @property
-    def skipped_sequences(self) -> list[SkippedSequence]:
-        """librdkafka's epoch bumps after a sequence refused as out of order, so far."""
-        return list(self._skipped_log.skipped)
+    def client_account(self) -> ClientAccount:
+        """What librdkafka said so far about its epochs and the refusals that bumped them."""
+        return self._account_log.account()
 
     def snapshot(self) -> tuple[int, int]:
         with self.lock:
@@ -344,13 +344,13 @@ def verify(bootstrap: str, topic: str, partitions: int, acked: dict[bytes, Acked
 
 
 def resend_check(status: dict[str, Any], topic: str, partitions: int, final: FinalLog,
-                 skipped: list[SkippedSequence]) -> ResendCheck:
+                 account: ClientAccount) -> ResendCheck:
     """A ResendCheck over a local cluster's replica directories (its `status()`), bounded by
     the final log each partition was read to."""
     everyone = [b["id"] for b in status["brokers"]]
     dirs = {p: partition_dirs(status, topic, p, everyone) for p in range(partitions)}
     ends = {p: records[-1][0] + 1 for p, records in final.partitions.items() if records}
-    return ResendCheck(topic, skipped, dirs, ends)
+    return ResendCheck(topic, account, dirs, ends)
 
 
 def _batches(path: str) -> list[tuple[int, int, bytes]]:

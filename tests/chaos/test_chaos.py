@@ -92,7 +92,7 @@ def test_kills_pauses_and_rolling_restarts_lose_no_acknowledged_write(cluster):
     final = read_final_log(boot, TOPIC, PARTITIONS)
     # A duplicate librdkafka wrote itself, re-sending under a bumped epoch records it had been
     # told were not written (librdkafka issue #4953), is not the brokers' (client_resends).
-    explain = resend_check(cluster.status(), TOPIC, PARTITIONS, final, producer.skipped_sequences).explain
+    explain = resend_check(cluster.status(), TOPIC, PARTITIONS, final, producer.client_account).explain
     verdict = verify(boot, TOPIC, PARTITIONS, producer.acked, final, explain)
     assert verdict.ok, "\n".join(verdict.problems)
     if verdict.client_resends:

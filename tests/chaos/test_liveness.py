@@ -122,7 +122,7 @@ def test_idempotent_producer_keeps_getting_acks_across_controller_restarts(clust
         producer.stop()
         producer.join(180)
     final = read_final_log(boot, "steady", 6)  # librdkafka's own re-sends (issue #4953) are not the brokers'
-    explain = resend_check(cluster.status(), "steady", 6, final, producer.skipped_sequences).explain
+    explain = resend_check(cluster.status(), "steady", 6, final, producer.client_account).explain
     verdict = verify(boot, "steady", 6, producer.acked, final, explain)
     assert verdict.ok, "\n".join(verdict.problems)
 

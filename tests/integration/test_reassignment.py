@@ -84,7 +84,7 @@ def _finish(cluster, producer, replicas: list[int], gone: int) -> None:
     assert not producer.failed, f"{len(producer.failed)} records failed, e.g. {list(producer.failed.items())[:3]}"
     final = read_final_log(boot, TOPIC, 1)  # librdkafka's own re-sends (issue #4953) are not the brokers'
     verdict = verify(boot, TOPIC, 1, producer.acked, final,
-                     resend_check(cluster.status(), TOPIC, 1, final, producer.skipped_sequences).explain)
+                     resend_check(cluster.status(), TOPIC, 1, final, producer.client_account).explain)
     assert verdict.ok, verdict.problems
     view = wait_until(lambda: (v := partition_view(cluster, TOPIC, 0)) and sorted(v["isr"]) == sorted(replicas) and v,
                       60, f"ISR {replicas}")
