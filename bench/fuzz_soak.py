@@ -185,7 +185,7 @@ def run(cluster: LocalCluster, args: argparse.Namespace) -> int:
     while not group.caught_up(acked_max) and time.monotonic() < deadline:
         time.sleep(0.5)
     group.stop()
-    explain = resend_check(cluster.status(), TOPIC, PARTITIONS, final, producer.skipped_sequences).explain  # librdkafka #4953
+    explain = resend_check(cluster.status(), TOPIC, PARTITIONS, final, producer.client_account).explain  # librdkafka #4953
     verdict = check(history.events(), final, ours=lambda v: v.startswith(prefix.encode() + b"-"), explain=explain)
     answering = []
     for b in brokers:
