@@ -30,11 +30,16 @@ the message id it numbers from):
 2. they are one message of the client's: librdkafka numbers a partition's records in an
    epoch from that epoch's base message id (NEWPID), so the same message id gives the
    second copy's sequence exactly: the first's minus the difference of the two bases;
-3. librdkafka bumped that producer out of the first copy's epoch because requests were
-   refused as out of order after one failed with NOT_LEADER_FOR_PARTITION (ERRSEQ), and
-   every refusal was right: in the final log of the partition refused, the producer's
-   sequences in that epoch end before the one the lowest refused request had to follow
-   (the leader never held what it had to follow).
+3. librdkafka bumped that producer out of the first copy's epoch because a request was
+   refused as out of order (its DRAIN line: "epoch bump ...: skipped sequence numbers"),
+   the first refusal (ERRSEQ) following a request of the unacknowledged window that failed
+   with NOT_LEADER_FOR_PARTITION, and every refusal was right: in the final log of the
+   partition refused, the producer's sequences in that epoch end before the one the lowest
+   refused request had to follow (the leader never held what it had to follow).
+
+Limits, for want of the brokers' own account: the refusals are judged on the final log, not
+on the leader's state when it refused; and in a partition librdkafka did not name, the
+batch's own failure is not seen (only that the client had no acknowledgement for it).
 
 Each later copy is held against the copy before it, and a copy the client was acknowledged
 at is never taken for one it re-sent (librdkafka re-sends only what it has no answer for):
@@ -119,13 +124,38 @@ def parse_epoch_base(message: str) -> EpochBase | None:
     return EpochBase(m["topic"], int(m["partition"]), int(m["pid"]), int(m["epoch"]), int(m["base"]))
 
 
+_BUMP = re.compile(
+    r"Beginning partition drain in state \S+ for PID\{Id:(?P<pid>-?\d+),Epoch:(?P<epoch>-?\d+)\} epoch bump "
+    r"for \d+ partition\(s\) with in-flight requests: (?P<reason>.*)$"
+)
+SKIPPED_REASON = "skipped sequence numbers"
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochBump:
+    """librdkafka's DRAIN account of the start of an epoch bump, and why."""
+
+    producer_id: int
+    producer_epoch: int
+    reason: str
+
+
+def parse_epoch_bump(message: str) -> EpochBump | None:
+    """The EpochBump in one librdkafka log message, or None."""
+    m = _BUMP.search(message)
+    if m is None:
+        return None
+    return EpochBump(int(m["pid"]), int(m["epoch"]), m["reason"].strip())
+
+
 @dataclasses.dataclass(frozen=True)
 class ClientAccount:
-    """What librdkafka said about its idempotence: the refusals that made it bump its epoch,
-    and each partition's epochs and their base message ids."""
+    """What librdkafka said about its idempotence: the bumps it began and why, the refusals
+    that made it bump, and each partition's epochs and their base message ids."""
 
     skipped: tuple[SkippedSequence, ...] = ()
     bases: tuple[EpochBase, ...] = ()
+    bumps: tuple[EpochBump, ...] = ()
 
 
 class ClientAccountLog(logging.Handler):
@@ -136,6 +166,7 @@ class ClientAccountLog(logging.Handler):
         super().__init__(logging.DEBUG)
         self.skipped: list[SkippedSequence] = []
         self.bases: list[EpochBase] = []
+        self.bumps: list[EpochBump] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -146,9 +177,11 @@ class ClientAccountLog(logging.Handler):
             self.skipped.append(found)
         elif "changed PID" in message and (base := parse_epoch_base(message)) is not None:
             self.bases.append(base)
+        elif "epoch bump" in message and (bump := parse_epoch_bump(message)) is not None:
+            self.bumps.append(bump)
 
     def account(self) -> ClientAccount:
-        return ClientAccount(tuple(self.skipped), tuple(self.bases))
+        return ClientAccount(tuple(self.skipped), tuple(self.bases), tuple(self.bumps))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,12 +255,20 @@ def explain_resend(topic: str, partition: int, first_offset: int, second_offset:
     old_base, new_base = _base(account, topic, partition, pid, old), _base(account, topic, partition, pid, new)
     if old_base is None or new_base is None or seq - resent_seq != new_base - old_base or resent_seq < 0:
         return None  # 2: not shown to be one message of the client's
+    began = next((b for b in account.bumps if (b.producer_id, b.producer_epoch) == (pid, old)), None)
+    if began is None or began.reason != SKIPPED_REASON:
+        return None  # 3: no bump out of that epoch, or one begun for another reason (a timeout, a gap)
     bumps = [s for s in account.skipped if (s.topic, s.producer_id, s.producer_epoch) == (topic, pid, old)]
-    # The first refusal follows the failed request; those behind it while librdkafka drains
-    # follow that refusal (its last error), or another NOT_LEADER_OR_FOLLOWER.
-    if not bumps or bumps[0].failed_error != NOT_PERSISTED_BY_LIBRDKAFKA or any(
-            s.failed_error not in (NOT_PERSISTED_BY_LIBRDKAFKA, OUT_OF_ORDER) for s in bumps):
-        return None  # 3: no bump out of that epoch, or not after a NOT_LEADER_OR_FOLLOWER
+    # The first refusal follows the failed request, a request of the window it had no
+    # acknowledgement for just below the refused one. The error an ERRSEQ line names is the
+    # partition's last (librdkafka's rktp_last_err): the refusals behind the first, while it
+    # drains, may name anything; each must still have been right.
+    if not bumps or bumps[0].failed_error != NOT_PERSISTED_BY_LIBRDKAFKA or not (
+            bumps[0].next_seq <= bumps[0].failed_first_seq <= bumps[0].failed_last_seq < bumps[0].refused_seq):
+        return None  # 3: not after a NOT_LEADER_OR_FOLLOWER of a request still unacknowledged
+    here = [s for s in bumps if s.partition == partition]
+    if here and seq < min(s.next_seq for s in here):
+        return None  # acknowledged in its own partition before the bump: never re-sent
     for p in sorted({s.partition for s in bumps}):
         refused = batches_of(p)
         if refused is None or _last_sequence(refused, pid, old) >= min(s.refused_seq for s in bumps if s.partition == p) - 1:

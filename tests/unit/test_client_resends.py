@@ -13,11 +13,13 @@ from kafkalite.testing.client_resends import (
     ClientAccount,
     ClientAccountLog,
     EpochBase,
+    EpochBump,
     ResendCheck,
     SkippedSequence,
     batch_origins,
     explain_resend,
     parse_epoch_base,
+    parse_epoch_bump,
     parse_skipped_sequence,
 )
 from kafkalite.testing.history import FinalLog, History, check
@@ -30,13 +32,16 @@ ERRSEQ = ("ERRSEQ [rdkafka#producer-2] [thrd:127.0.0.1:45013/2]: 127.0.0.1:45013
           "base seq 939..940, base msgid 2738, 9ms ago): recovering and retrying")
 NEWPID = ("NEWPID [rdkafka#producer-2] [thrd:127.0.0.1:45013/2]: chaos [1] changed PID{Id:0,Epoch:0} -> "
           "PID{Id:0,Epoch:1} with base MsgId 936")
+DRAIN = ("DRAIN [rdkafka#producer-2] [thrd:127.0.0.1:45013/2]: Beginning partition drain in state Assigned for "
+         "PID{Id:0,Epoch:0} epoch bump for 1 partition(s) with in-flight requests: skipped sequence numbers")
 FIRST_PID = ("NEWPID [rdkafka#producer-2] [thrd:127.0.0.1:45013/2]: chaos [1] changed PID{Invalid} -> "
              "PID{Id:0,Epoch:0} with base MsgId 1")
 
 BUMP = SkippedSequence("chaos", 1, 0, 0, refused_seq=941, next_seq=935, failed_error="NOT_LEADER_FOR_PARTITION",
                        failed_first_seq=939, failed_last_seq=940)
 BASES = (EpochBase("chaos", 1, 0, 0, 1), EpochBase("chaos", 1, 0, 1, 936))
-ACCOUNT = ClientAccount((BUMP,), BASES)
+BEGAN = (EpochBump(0, 0, "skipped sequence numbers"),)
+ACCOUNT = ClientAccount((BUMP,), BASES, BEGAN)
 
 # The log of the chaos test's failure: epoch 0 ends at sequence 936 (offsets 935-936 were
 # written, then the leader was deposed and answered NOT_LEADER_OR_FOLLOWER); librdkafka sent
@@ -58,11 +63,12 @@ def test_librdkafkas_account_of_its_epochs_is_parsed_and_nothing_else_is():
     assert parse_skipped_sequence(ERRSEQ) == BUMP
     assert parse_epoch_base(NEWPID) == BASES[1]
     assert parse_epoch_base(FIRST_PID) == BASES[0]
-    assert parse_skipped_sequence(NEWPID) is None and parse_epoch_base(ERRSEQ) is None
+    assert parse_epoch_bump(DRAIN) == BEGAN[0]
+    assert parse_skipped_sequence(NEWPID) is None and parse_epoch_base(ERRSEQ) is None and parse_epoch_bump(NEWPID) is None
     handler = ClientAccountLog()
     log = logging.Logger("test_client_resends")
     log.addHandler(handler)
-    for line in (FIRST_PID, ERRSEQ, NEWPID):
+    for line in (FIRST_PID, ERRSEQ, DRAIN, NEWPID):
         fac, rest = line.split(" ", 1)
         name, text = rest.split(" ", 1)
         log.log(logging.DEBUG, "%s %s %s", fac, name, text)  # as confluent-kafka calls its logger
@@ -80,7 +86,7 @@ def test_the_bump_is_the_producers_so_it_explains_a_partition_it_was_not_refused
     """The long chaos run of 2026-11-28: a refusal in partition 1 bumped the producer, and a
     message of partition 5 told NOT_LEADER_OR_FOLLOWER but written was sent again too."""
     p5 = [BatchOrigin(5605, 5605, 0, 0, 5605), BatchOrigin(5606, 5606, 0, 1, 0)]
-    account = ClientAccount((BUMP,), BASES + (EpochBase("chaos", 5, 0, 0, 1), EpochBase("chaos", 5, 0, 1, 5606)))
+    account = ClientAccount((BUMP,), BASES + (EpochBase("chaos", 5, 0, 0, 1), EpochBase("chaos", 5, 0, 1, 5606)), BEGAN)
     assert explain_resend("chaos", 5, 5605, 5606, {1: LOG, 5: p5}.get, account) is not None
     assert explain_resend("chaos", 5, 5605, 5606, {5: p5}.get, account) is None  # partition 1's log unknown
 
@@ -90,20 +96,30 @@ def test_anything_short_of_the_whole_evidence_stays_the_brokers():
     assert _explain(935, 937, same_epoch) is None  # the leader had to drop it
     assert _explain(935, 937, LOG[:2] + [BatchOrigin(937, 938, 7, 1, 0)]) is None  # another producer
     assert _explain(935, 937, LOG[:2] + [BatchOrigin(937, 938, 0, 1, 1)]) is None  # not the same message id
-    assert _explain(935, 937, account=ClientAccount((), BASES)) is None  # librdkafka reported no bump
-    assert _explain(935, 937, account=ClientAccount((BUMP,), BASES[:1])) is None  # nor the new epoch's base
+    assert _explain(935, 937, account=ClientAccount((), BASES, BEGAN)) is None  # librdkafka reported no bump
+    assert _explain(935, 937, account=ClientAccount((BUMP,), BASES[:1], BEGAN)) is None  # nor the new epoch's base
     other_topic = dataclasses.replace(BUMP, topic="other")
-    assert _explain(935, 937, account=ClientAccount((other_topic,), BASES)) is None
+    assert _explain(935, 937, account=ClientAccount((other_topic,), BASES, BEGAN)) is None
     timed_out = dataclasses.replace(BUMP, failed_error="REQUEST_TIMED_OUT")
-    assert _explain(935, 937, account=ClientAccount((timed_out,), BASES)) is None  # not what it takes for unwritten
-    then_timed_out = ClientAccount((BUMP, dataclasses.replace(BUMP, refused_seq=943, failed_error="REQUEST_TIMED_OUT")), BASES)
+    assert _explain(935, 937, account=ClientAccount((timed_out,), BASES, BEGAN)) is None  # not what it takes for unwritten
+    then_timed_out = ClientAccount((dataclasses.replace(BUMP, failed_error="REQUEST_TIMED_OUT"), BUMP), BASES, BEGAN)
     assert _explain(935, 937, account=then_timed_out) is None
-    draining = ClientAccount((BUMP, dataclasses.replace(BUMP, refused_seq=943, failed_error="OUT_OF_ORDER_SEQUENCE_NUMBER")), BASES)
-    assert _explain(935, 937, account=draining) is not None  # the refusals behind the first one
+    # the refusals behind the first one name the partition's last error, whatever it was
+    draining = ClientAccount((BUMP, dataclasses.replace(BUMP, refused_seq=943, failed_error="_TRANSPORT")), BASES, BEGAN)
+    assert _explain(935, 937, account=draining) is not None
+    # Found by review: the error an ERRSEQ line names is the partition's last, maybe long ago.
+    stale = dataclasses.replace(BUMP, failed_first_seq=100, failed_last_seq=101)
+    assert _explain(935, 937, account=ClientAccount((stale,), BASES, BEGAN)) is None
+    acked_then = dataclasses.replace(BUMP, next_seq=936, failed_first_seq=939)  # 935 was acknowledged before the bump
+    assert _explain(935, 937, account=ClientAccount((acked_then,), BASES, BEGAN)) is None
+    # The bump must have begun for the refusal, not for a timeout or a gap.
+    assert _explain(935, 937, account=ClientAccount((BUMP,), BASES)) is None
+    gap = (EpochBump(0, 0, "message sequence gap"),)
+    assert _explain(935, 937, account=ClientAccount((BUMP,), BASES, gap)) is None
     # The leader held sequence 940 in epoch 0, so refusing 941 as out of order was wrong.
     held = LOG[:2] + [BatchOrigin(937, 940, 0, 0, 937), BatchOrigin(941, 942, 0, 1, 0)]
     held_bases = (BASES[0], EpochBase("chaos", 1, 0, 1, 936))
-    assert _explain(935, 941, held, ClientAccount((BUMP,), held_bases)) is None
+    assert _explain(935, 941, held, ClientAccount((BUMP,), held_bases, BEGAN)) is None
 
 
 def test_every_refusal_in_the_epoch_must_have_been_right():
@@ -111,9 +127,9 @@ def test_every_refusal_in_the_epoch_must_have_been_right():
     later, right refusal must not excuse a duplicate when the first refusal was wrong."""
     held = LOG[:2] + [BatchOrigin(937, 940, 0, 0, 937), BatchOrigin(941, 942, 0, 1, 0)]
     later = dataclasses.replace(BUMP, refused_seq=943)
-    assert _explain(935, 941, held, ClientAccount((later,), BASES)) is not None  # alone it would pass
-    assert _explain(935, 941, held, ClientAccount((BUMP, later), BASES)) is None
-    assert _explain(935, 941, held, ClientAccount((later, BUMP), BASES)) is None
+    assert _explain(935, 941, held, ClientAccount((later,), BASES, BEGAN)) is not None  # alone it would pass
+    assert _explain(935, 941, held, ClientAccount((BUMP, later), BASES, BEGAN)) is None
+    assert _explain(935, 941, held, ClientAccount((later, BUMP), BASES, BEGAN)) is None
 
 
 def test_batch_origins_are_read_from_whole_batches_below_the_end_and_replicas_must_agree(tmp_path):
@@ -133,7 +149,7 @@ def test_batch_origins_are_read_from_whole_batches_below_the_end_and_replicas_mu
     (other / "00000000000000000000.log").write_bytes(
         a + encode_batch([(b"k", b"v-1", ())], base_offset=2, producer_id=0, producer_epoch=0, base_sequence=2))
     account = ClientAccount((SkippedSequence("chaos", 1, 0, 0, 3, 0, "NOT_LEADER_FOR_PARTITION", 2, 2),),
-                            (EpochBase("chaos", 1, 0, 0, 1), EpochBase("chaos", 1, 0, 1, 1)))
+                            (EpochBase("chaos", 1, 0, 0, 1), EpochBase("chaos", 1, 0, 1, 1)), BEGAN)
     agreeing = ResendCheck("chaos", account, {1: [str(tmp_path / "missing"), str(behind), str(d)]}, {1: 3})
     assert agreeing.explain(1, 0, 2) is not None
     assert agreeing.explain(0, 0, 2) is None
