@@ -5,7 +5,7 @@ every step, then every fault healed and the run required to finish what was aske
 (Simulation.settle: liveness). A failure prints its seed; replay it with
 `pytest tests/sim -k replay --sim-seed N`.
 
-SIM_SEEDS (default 2000) and SIM_STEPS (default 1000) size the sweep; SIM_SEED_START
+SIM_SEEDS (default 1000) and SIM_STEPS (default 1000) size the sweep; SIM_SEED_START
 shifts it (e.g. a nightly run over other seeds: `SIM_SEEDS=20000 bin/test tests/sim`). The
 seeds at which a sweep once found a bug (REGRESSION_SEEDS) run in every sweep."""
 
@@ -20,7 +20,7 @@ import pytest
 
 from kafkalite.testing.sim import SimConfig, Simulation, SimulationFailure, config_for_seed, run_simulation
 
-SEEDS = int(os.environ.get("SIM_SEEDS", "2000"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "1000"))
 STEPS = int(os.environ.get("SIM_STEPS", "1000"))
 SEED_START = int(os.environ.get("SIM_SEED_START", "0"))
 
