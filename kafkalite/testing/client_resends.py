@@ -55,9 +55,10 @@ import dataclasses
 import logging
 import os
 import re
+import struct
 from collections.abc import Callable, Iterable, Mapping
 
-from kafkalite.log.records import LOG_OVERHEAD, iter_headers
+from kafkalite.log.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, decode_header
 
 NOT_PERSISTED_BY_LIBRDKAFKA = "NOT_LEADER_FOR_PARTITION"  # librdkafka's name for NOT_LEADER_OR_FOLLOWER
 OUT_OF_ORDER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
@@ -203,22 +204,33 @@ class BatchOrigin:
         return self.base_sequence + (self.last_offset - self.base_offset)
 
 
+def segment_batches(path: str) -> list[tuple[int, int, bytes]]:
+    """(base offset, last offset, bytes) of every whole batch in a replica directory's
+    segment files, in offset order (a segment's torn tail is left out)."""
+    out = []
+    for name in sorted(f for f in os.listdir(path) if f.endswith(".log")):
+        with open(os.path.join(path, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + BATCH_HEADER_SIZE <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            end = pos + LOG_OVERHEAD + length
+            if length <= 0 or end > len(data):
+                break
+            last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+            out.append((base, base + last_delta, data[pos:end]))
+            pos = end
+    return out
+
+
 def batch_origins(partition_dir: str, end_offset: int) -> list[BatchOrigin]:
     """The batches of a replica's segment files wholly below `end_offset` (the final log's
     end), in offset order."""
     out: list[BatchOrigin] = []
-    for name in sorted(f for f in os.listdir(partition_dir) if f.endswith(".log")):
-        with open(os.path.join(partition_dir, name), "rb") as f:
-            data = f.read()
-        end = 0
-        while end + LOG_OVERHEAD <= len(data):  # whole batches only: a segment's tail may be torn
-            length = int.from_bytes(data[end + 8 : end + 12], "big", signed=True)
-            if length <= 0 or end + LOG_OVERHEAD + length > len(data):
-                break
-            end += LOG_OVERHEAD + length
-        for _, h in iter_headers(data[:end]):
-            if h.last_offset < end_offset:
-                out.append(BatchOrigin(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence))
+    for _base, last, data in segment_batches(partition_dir):
+        if last < end_offset:
+            h = decode_header(data)
+            out.append(BatchOrigin(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence))
     return out
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import struct
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kafkalite import leader_lookups
 from kafkalite.cli import client_security
-from kafkalite.testing.client_resends import ClientAccount, ClientAccountLog, ResendCheck
+from kafkalite.testing.client_resends import ClientAccount, ClientAccountLog, ResendCheck, segment_batches
 from kafkalite.testing.history import NO_OFFSET, FinalLog, History
 from kafkalite.testing.probes import UNANSWERED, broker_state, partition_view
 
@@ -353,30 +352,12 @@ def resend_check(status: dict[str, Any], topic: str, partitions: int, final: Fin
     return ResendCheck(topic, account, dirs, ends)
 
 
-def _batches(path: str) -> list[tuple[int, int, bytes]]:
-    """(base offset, last offset, bytes) of every whole batch in a replica directory."""
-    out = []
-    for name in sorted(f for f in os.listdir(path) if f.endswith(".log")):
-        with open(os.path.join(path, name), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            end = pos + 12 + length
-            if length <= 0 or end > len(data):
-                break
-            last_delta = struct.unpack_from(">i", data, pos + 23)[0]
-            out.append((base, base + last_delta, data[pos:end]))
-            pos = end
-    return out
-
-
 def replica_logs_identical(replica_dirs: list[str], hw: int) -> list[str]:
     """Guarantee 2: below the HW every replica holds byte-identical batches."""
     problems = []
     views = {}
     for d in replica_dirs:
-        views[d] = [(base, last, data) for base, last, data in _batches(d) if last < hw]
+        views[d] = [(base, last, data) for base, last, data in segment_batches(d) if last < hw]
     ref_dir, ref = next(iter(views.items()))
     for d, batches in views.items():
         if [x[2] for x in batches] != [x[2] for x in ref]:
