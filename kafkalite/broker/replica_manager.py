@@ -394,7 +394,6 @@ class ReplicaManager:
                 else:
                     records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
                     quotas.record_leader(tp, replica_id, len(records), now)
-                out["hw_news"] = decision.hw_news
                 if previous_leo is not None and part.append_times is not None:
                     appended_at = part.append_times.oldest_covered(previous_leo, fetch_offset)
                     if appended_at is not None:
@@ -433,9 +432,10 @@ class ReplicaManager:
         max_wait_ms: int, min_bytes: int, max_bytes: int, client: ClientMetadata | None = None,
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
         """Read every requested partition; park in the fetch purgatory until min_bytes.
-        Answered at once, as Kafka does, when a partition errs, diverges, is redirected to
-        a preferred read replica, or (a follower's fetch) carries a HW the follower has not
-        been told yet. The bytes served are counted per topic and role."""
+        Answered at once, as Kafka does, when a partition errs, diverges or is redirected to
+        a preferred read replica; a moved HW alone answers no follower (KAFKA-9952: it
+        rides on the next answer with records, or the one at max wait). The bytes served
+        are counted per topic and role."""
         result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                    max_bytes=max_bytes, client=client)
         self._count_served(result, replica_id, client)
@@ -458,7 +458,7 @@ class ReplicaManager:
         follower_broker_epoch: int = -1,
     ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
         """Read each requested partition once: (results, bytes read, whether something must
-        be answered at once: an error, a divergence, a redirect, a HW the follower lacks)."""
+        be answered at once: an error, a divergence, a redirect)."""
         budget = max_bytes
         out = []
         total = 0
@@ -474,8 +474,7 @@ class ReplicaManager:
             n = len(r["records"])
             total += n
             budget -= n
-            answer_now = (answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
-                          or r.get("hw_news", False))
+            answer_now = answer_now or r["error"] != 0 or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
             out.append((tp, r))
         return out, total, answer_now
 
@@ -552,10 +551,9 @@ class ReplicaManager:
             if from_follower:
                 if self.core.quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, monotonic_ms()):
                     # a replica being added, over its rate: nothing it may have yet
-                    return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, 0,
-                                      hw_news=part.state.follower_lacks_hw(replica_id))
+                    return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, 0)
                 return FetchProbe(part.leader_epoch if part.is_leader else None, part.leo, part.log.bytes_available(fetch_offset, part.leo),
-                                  hw_news=part.state.follower_lacks_hw(replica_id), log_start_offset=part.log_start_offset)
+                                  log_start_offset=part.log_start_offset)
             # A consumer may be served by a follower too (Fetch v11+, KIP-392); it waits
             # for the HW of whichever replica serves it, and up to the log end.
             serving = part.is_leader or (client is not None and part.state.is_follower)

@@ -17,8 +17,9 @@ Partition.fetchRecords make it:
   - at or below its HW: the records below the HW (none at the HW; the fetch waits);
   - above its HW but within its log: no records yet. Kafka does the same (its log read
     stops at the HW and the delayed fetch waits for it). This is the common case just
-    after a redirect: the follower learns each HW one replica fetch after the leader, so a
-    consumer at the tail sent here by the leader is briefly ahead of this follower's HW;
+    after a redirect: the follower learns each HW with the leader's next answer (the next
+    records, or at most replica.fetch.wait.max.ms later), so a consumer at the tail sent
+    here by the leader is briefly ahead of this follower's HW;
     an error would send it back to the leader, which would send it here again;
   - above its log end: OFFSET_NOT_AVAILABLE. The offset may well exist on the leader (this
     follower lags), so an out-of-range answer would be wrong here; librdkafka and the Java

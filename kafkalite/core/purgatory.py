@@ -286,7 +286,6 @@ class FetchProbe:
     end_offset: int
     bytes_available: int
     log_end_offset: int | None = None
-    hw_news: bool = False  # a follower's fetch: the leader's HW moved past what it was last told
     log_start_offset: int = 0  # a fetch offset below it (retention, DeleteRecords) is answered at once
 
 
@@ -299,9 +298,9 @@ class FetchPartitionStatus:
 class DelayedFetch:
     """Fetch with min_bytes / max_wait_ms (Kafka DelayedFetch.tryComplete): complete when a
     partition errs or changes leadership/epoch, when a fetch offset is beyond the log end (a
-    truncation happened: answer now so the fetcher learns), when a follower has not been
-    told the current HW (case H, KIP-392), or when the bytes available over all partitions
-    reach min_bytes. Expiry at max_wait answers with what there is."""
+    truncation happened: answer now so the fetcher learns), or when the bytes available
+    over all partitions reach min_bytes. A moved HW alone completes no follower's fetch
+    (Kafka since KAFKA-9952). Expiry at max_wait answers with what there is."""
 
     def __init__(self, partitions: Mapping[Key, FetchPartitionStatus], min_bytes: int) -> None:
         assert partitions
@@ -326,7 +325,5 @@ class DelayedFetch:
                 return True
             if status.fetch_offset < seen.log_start_offset:
                 return True  # deleted under it: OFFSET_OUT_OF_RANGE now (Kafka's case F), not at max_wait
-            if seen.hw_news:
-                return True
             accumulated += max(0, seen.bytes_available)
         return accumulated >= self.min_bytes

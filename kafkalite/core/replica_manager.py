@@ -331,7 +331,6 @@ class FollowerRead:
     diverging: EpochEndOffset | None
     upper: int
     hw_changed: bool
-    hw_news: bool = False  # the follower was not yet told this HW: answer now, even without records
     log_start_changed: bool = False  # the follower's log start moved: waiting DeleteRecords are checked
 
 
@@ -550,7 +549,8 @@ class ReplicaManager:
                                                                           min(follower_log_start, fetch_offset), follower_broker_epoch)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        return FollowerRead(None, replica.leo, result.hw_changed, replica.state.note_hw_sent(replica_id), result.log_start_changed)
+        replica.state.note_hw_sent(replica_id)
+        return FollowerRead(None, replica.leo, result.hw_changed, result.log_start_changed)
 
     def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
                                  for_consumer: bool = False) -> EpochEndOffset:

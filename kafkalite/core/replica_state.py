@@ -441,22 +441,14 @@ class PartitionReplicaState:
             follower.last_fetch_leader_leo = leader_leo
         return replica_id not in self._isr
 
-    def note_hw_sent(self, replica_id: int) -> bool:
-        """The leader answers `replica_id`'s fetch with the current HW. Returns whether that
-        follower had not been told this HW yet: Kafka then answers at once instead of
-        waiting for data (KIP-392), so followers, which serve consumers below their HW,
-        learn each HW one round trip after the leader, not one fetch wait."""
+    def note_hw_sent(self, replica_id: int) -> None:
+        """The leader answers `replica_id`'s fetch with the current HW (what the status page
+        shows as that follower's HW). A moved HW alone does not answer a follower's waiting
+        fetch: the HW rides on the next answer with records, or on the one at max wait, as
+        in Kafka since KAFKA-9952 (answering at once for the HW alone, KIP-392's first
+        version, raised followers' fetch rate by half, KAFKA-9731)."""
         self._require_leader()
-        follower = self._ledger.followers[replica_id]
-        news = follower.last_sent_hw < self._hw
-        follower.last_sent_hw = self._hw
-        return news
-
-    def follower_lacks_hw(self, replica_id: int) -> bool:
-        """Whether the HW moved since `replica_id` was last answered (its waiting fetch
-        should complete now: Kafka's DelayedFetch case H)."""
-        follower = self._ledger.followers.get(replica_id) if self.is_leader else None
-        return follower is not None and follower.last_sent_hw < self._hw
+        self._ledger.followers[replica_id].last_sent_hw = self._hw
 
     def _maybe_expand_isr(self, replica_id: int) -> AlterIsrItem | None:
         """Kafka's needsExpandIsr: not in the ISR, no change in flight, LEO >= HW and >= the

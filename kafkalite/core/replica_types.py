@@ -94,9 +94,9 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
-    # The HW the leader last answered this follower with (Kafka's lastSentHighWatermark,
-    # KIP-392): when the HW moves past it, the follower's waiting fetch is answered at
-    # once, so a follower serving consumers learns each HW without waiting for new data.
+    # The HW the leader last answered this follower with (Kafka's lastSentHighWatermark):
+    # the status page's view of the follower's HW. It no longer answers a waiting fetch
+    # early (KAFKA-9952; ReplicaState.note_hw_sent).
     last_sent_hw: int = UNKNOWN_OFFSET
     # Its log start as its last fetch said (Kafka's Replica.logStartOffset): the low
     # watermark a DeleteRecords waits on is the least over the ISR.

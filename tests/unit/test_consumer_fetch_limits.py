@@ -70,3 +70,41 @@ async def test_list_offsets_answers_the_epoch_of_the_offsets_records(tmp_path):
     assert apis._list_offset(*TP, -1, -1)["leader_epoch"] == 5
     assert {k: v for k, v in apis._list_offset(*TP, 1500, -1).items() if k in ("offset", "leader_epoch")} == {"offset": 3, "leader_epoch": 5}
     assert {k: v for k, v in apis._list_offset(*TP, 500, -1).items() if k in ("offset", "leader_epoch")} == {"offset": 0, "leader_epoch": 3}
+
+
+async def test_a_follower_waiting_at_the_log_end_is_not_answered_for_a_moved_hw_alone(tmp_path):
+    """Kafka since KAFKA-9952: a follower's session fetch at the leader's log end waits for
+    records (or max wait) even when the HW moved past what it was told; the HW rides on the
+    next answer. (Answering at once for the HW alone raised followers' fetch rate by half,
+    KAFKA-9731, and here cost two more messages per follower per write.)"""
+    from kafkalite.core.fetch_session import SessionPartition
+
+    logs = LogManager([str(tmp_path / "d")], CONFIG)
+    logs.open_all()
+    rm = ReplicaManager(1, logs, CONFIG, dict(SETTINGS), BrokerMetrics())
+    rm.handle_leader_and_isr({"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
+                              "partitions": [[TP[0], TP[1], 1, 3, [1, 2, 3], 0, [1, 2, 3]]]})
+    await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", b"v", ())], base_timestamp=1000))])
+    part = rm.partitions[TP]
+
+    def session_at(replica_id: int, offset: int):
+        session = rm.fetch_sessions.start(replica_id, {TP: SessionPartition(offset, 3, 3, 0)}, 0)
+        return session, [TP]
+
+    async def fetch(replica_id: int, offset: int, max_wait_ms: int):
+        session, to_read = session_at(replica_id, offset)
+        return await rm.fetch_in_session(session, to_read, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                                         partition_max_bytes=1 << 20)
+
+    ((_, first),) = await fetch(2, 0, 0)  # 2 and 3 read the record; the HW is still 0
+    assert first["records"] and first["hw"] == 0
+    await fetch(3, 0, 0)
+    await fetch(3, 1, 0)
+    assert part.hw == 0  # 2 has not shown it holds offset 0 yet
+    waiting = asyncio.ensure_future(fetch(2, 1, 5000))  # 2 at the log end: HW 0 -> 1
+    await asyncio.sleep(0.5)
+    assert part.hw == 1
+    assert not waiting.done()  # the moved HW alone did not answer it
+    await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", b"w", ())], base_timestamp=1001))])
+    ((_, answer),) = await asyncio.wait_for(waiting, 5)
+    assert answer["records"] and answer["hw"] == 1  # the new HW came with the next records

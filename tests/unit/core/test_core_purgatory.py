@@ -230,8 +230,10 @@ def test_delayed_fetch_below_the_log_start_is_answered_at_once():
     assert below.try_complete(lambda key, offset: FetchProbe(3, 10, 0, log_start_offset=6)) is True
 
 
-def test_delayed_fetch_of_a_follower_completes_when_the_hw_moved_past_what_it_was_told():
+def test_delayed_fetch_of_a_follower_at_the_log_end_waits_for_records():
+    """A follower's fetch at the leader's log end completes on records (or max wait), not
+    on the HW moving (Kafka since KAFKA-9952)."""
     fetch = DelayedFetch({A: FetchPartitionStatus(10, 3)}, min_bytes=1)
     assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0)) is False
-    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 10, 0, hw_news=True)) is True
+    assert fetch.try_complete(lambda key, offset: FetchProbe(3, 11, 70)) is True
     assert fetch.error_partitions == set()

@@ -140,19 +140,17 @@ def test_hw_is_min_leo_over_isr_and_never_decreases():
     ok(p)
 
 
-def test_a_follower_is_answered_at_once_when_it_has_not_been_told_the_hw():
-    """Kafka's lastSentHighWatermark (KIP-392): a follower learns each HW one round trip
-    after the leader, because its fetch is answered as soon as the HW moves past what it
-    was last told, not when new data arrives."""
+def test_the_leader_records_the_hw_it_last_answered_each_follower_with():
+    """Kafka's lastSentHighWatermark: what the leader last told a follower (the status
+    page's follower HW); it moves only when the follower is answered."""
     p = make_leader(isr=(1, 2, 3), leo=100, hw=50)
-    assert p.follower_lacks_hw(2)  # never answered
     p.update_follower_fetch(2, 100, 100, 1)
-    assert p.note_hw_sent(2) is True  # told the HW for the first time
-    assert p.note_hw_sent(2) is False and not p.follower_lacks_hw(2)
+    p.note_hw_sent(2)
+    assert p.follower_state(2).last_sent_hw == 50
     assert p.update_follower_fetch(3, 100, 100, 1).hw_changed  # 3 catches up: HW 50 -> 100
-    assert p.follower_lacks_hw(2)  # 2's waiting fetch completes now ...
-    assert p.note_hw_sent(2) is True  # ... answered with the new HW
-    assert not p.follower_lacks_hw(2)
+    assert p.follower_state(2).last_sent_hw == 50  # not told yet
+    p.note_hw_sent(2)
+    assert p.follower_state(2).last_sent_hw == 100
     ok(p)
 
 
