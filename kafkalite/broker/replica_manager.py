@@ -380,20 +380,22 @@ class ReplicaManager:
         try:
             if replica_id >= 0:
                 previous_leo = _follower_leo(part, replica_id)
-                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, monotonic_ms(),
+                now = monotonic_ms()
+                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, now,
                                                     follower_log_start, follower_broker_epoch)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
                                hw=part.hw, log_start=part.log_start_offset, leo=part.leo)
                     return out
-                now = monotonic_ms()
                 quotas = self.core.quotas
-                if quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, now):
+                throttling = bool(quotas.adding)  # replicas being added, under a replication throttle
+                if throttling and quotas.leader_throttled(tp, replica_id, replica_id in part.state.isr, now):
                     records = b""  # a replica being added, over leader.replication.throttled.rate
                 else:
                     records = part.read(fetch_offset, max_bytes, upper=decision.upper, min_one=min_one)
-                    quotas.record_leader(tp, replica_id, len(records), now)
+                    if throttling:
+                        quotas.record_leader(tp, replica_id, len(records), now)
                 if previous_leo is not None and part.append_times is not None:
                     appended_at = part.append_times.oldest_covered(previous_leo, fetch_offset)
                     if appended_at is not None:
@@ -490,16 +492,30 @@ class ReplicaManager:
         results: dict[tuple[str, int], dict[str, Any]] = {}
         total = 0
         waiter = self._session_waiters.setdefault(session.session_id, Wakeup())
+        replica_id = session.replica_id
         try:
             while True:
-                reqs = [(tp, {"fetch_offset": sp.fetch_offset, "max_bytes": partition_max_bytes,
-                              "current_leader_epoch": sp.current_leader_epoch, "last_fetched_epoch": sp.last_fetched_epoch,
-                              "log_start_offset": sp.log_start_offset})
-                        for tp in to_read if (sp := session.partitions.get(tp)) is not None]
                 waiter.clear()
-                out, _n, answer_now = self._read_all(reqs, session.replica_id, max(max_bytes - total, 0), None, follower_broker_epoch)
-                results.update(out)
-                total = sum(len(r["records"]) for r in results.values())
+                # Each partition read once (as _read_all, without a request map per partition:
+                # this runs for every append a follower waits on).
+                budget = max(max_bytes - total, 0)
+                read_now = 0  # this pass's bytes: its first partition with records gets one batch whatever its limit
+                answer_now = False
+                for tp in to_read:
+                    sp = session.partitions.get(tp)
+                    if sp is None:
+                        continue
+                    r = self.read_partition(tp, sp.fetch_offset, min(partition_max_bytes, max(budget, 0)), replica_id=replica_id,
+                                            current_leader_epoch=sp.current_leader_epoch, last_fetched_epoch=sp.last_fetched_epoch,
+                                            min_one=(read_now == 0), follower_log_start=sp.log_start_offset,
+                                            follower_broker_epoch=follower_broker_epoch)
+                    n = len(r["records"])
+                    previous = results.get(tp)
+                    total += n - (len(previous["records"]) if previous is not None else 0)
+                    read_now += n
+                    budget -= n
+                    answer_now = answer_now or r["error"] != 0 or "diverging_epoch" in r
+                    results[tp] = r
                 remaining = deadline - monotonic_ms()
                 if total >= min_bytes or answer_now or remaining <= 0:
                     break

@@ -145,15 +145,12 @@ class Replica:
     def __init__(self, topic: str, partition: int, broker_id: int, replica_log: ReplicaLog, initial_hw: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.tp: TP = (topic, partition)  # (an attribute: read on every fetch and append)
         self.broker_id = broker_id
         self.replica_log = replica_log
         self.state = PartitionReplicaState(topic, partition, broker_id)
         # Until a role's own HW passes it, the checkpointed HW is all we know.
         self.initial_hw = min(max(initial_hw, replica_log.log_start_offset), replica_log.log_end_offset)
-
-    @property
-    def tp(self) -> TP:
-        return (self.topic, self.partition)
 
     @property
     def topic_id(self) -> str | None:
@@ -540,17 +537,20 @@ class ReplicaManager:
         `follower_broker_epoch`: the epoch its request carried, which an ISR expansion
         names (KIP-903); -1 if not said."""
         replica = self._fenced_leader(tp, current_leader_epoch)
-        diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), replica.leo, fetch_offset, last_fetched_epoch)
+        leo = replica.leo
+        diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), leo, fetch_offset, last_fetched_epoch)
         if diverging is not None:
-            return FollowerRead(diverging, replica.leo, False)
-        if not replica.log_start_offset <= fetch_offset <= replica.leo:
-            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{replica.log_start_offset}, {replica.leo}] of {tp[0]}-{tp[1]}")
-        result: FollowerFetchResult = replica.state.update_follower_fetch(replica_id, fetch_offset, replica.leo, now_ms,
-                                                                          min(follower_log_start, fetch_offset), follower_broker_epoch)
+            return FollowerRead(diverging, leo, False)
+        log_start = replica.log_start_offset
+        if not log_start <= fetch_offset <= leo:
+            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
+        state = replica.state
+        result: FollowerFetchResult = state.update_follower_fetch(replica_id, fetch_offset, leo, now_ms,
+                                                                  min(follower_log_start, fetch_offset), follower_broker_epoch)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        replica.state.note_hw_sent(replica_id)
-        return FollowerRead(None, replica.leo, result.hw_changed, result.log_start_changed)
+        state.note_hw_sent(replica_id)
+        return FollowerRead(None, leo, result.hw_changed, result.log_start_changed)
 
     def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
                                  for_consumer: bool = False) -> EpochEndOffset:

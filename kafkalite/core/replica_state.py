@@ -344,7 +344,7 @@ class PartitionReplicaState:
     def validate_leader_epoch(self, request_leader_epoch: int) -> ErrorCode:
         """Fencing for requests only a leader answers (KIP-320): -1 means the client sent
         no epoch."""
-        if not self.is_leader:
+        if self._role is not Role.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return self.check_current_leader_epoch(request_leader_epoch)
 
@@ -471,7 +471,7 @@ class PartitionReplicaState:
     def maybe_increment_hw(self, leader_leo: int) -> bool:
         """HW = min LEO over the maximal ISR, leader included; never decreases.
         Triggered by a follower fetch, a local append (ISR = {leader}), an ISR change."""
-        if not self.is_leader:
+        if self._role is not Role.LEADER:
             return False
         assert leader_leo >= self._hw
         candidate = leader_leo
@@ -638,7 +638,7 @@ class PartitionReplicaState:
         """Kafka's checkEnoughReplicasReachOffset for the produce purgatory;
         `required_offset` is the batch's last offset + 1. Done when HW >= it; then
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR fell below min.insync."""
-        if not self.is_leader:
+        if self._role is not Role.LEADER:
             return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self._hw < required_offset:
             return False, ErrorCode.NONE
@@ -651,7 +651,7 @@ class PartitionReplicaState:
     def follower_update_hw(self, leader_hw: int, local_leo: int) -> bool:
         """From each fetch response: HW = min(leader's HW, own LEO). Never backwards here;
         only `on_truncate` lowers it."""
-        if self.is_leader:
+        if self._role is Role.LEADER:
             raise NotLeaderOrFollowerError("follower_update_hw on the leader")
         candidate = min(leader_hw, local_leo)
         if candidate <= self._hw:
@@ -693,7 +693,7 @@ class PartitionReplicaState:
     # -------------------------------------------------------------- internals
 
     def _require_leader(self) -> None:
-        if not self.is_leader:
+        if self._role is not Role.LEADER:
             raise NotLeaderOrFollowerError(
                 f"{self.topic}-{self.partition}: broker {self.local_broker_id} is not leader"
             )
@@ -708,9 +708,11 @@ class PartitionReplicaState:
         """Dense invariants, one condition per assert (STYLE habit 6)."""
         assert self._log_start_offset >= 0
         assert self._log_start_offset <= self._hw
-        assert set(self._isr) <= set(self._replicas)
-        assert set(self.maximal_isr) <= set(self._replicas)
-        assert set(self._isr) <= set(self.maximal_isr)
+        replicas = set(self._replicas)
+        maximal = self.maximal_isr
+        assert replicas.issuperset(self._isr)
+        assert replicas.issuperset(maximal)
+        assert set(maximal).issuperset(self._isr)
         if self._pending is None:
             assert self._phase in (IsrPhase.COMMITTED, IsrPhase.AWAITING_LEADER_AND_ISR)
         if self._phase is IsrPhase.AWAITING_LEADER_AND_ISR:
@@ -726,8 +728,9 @@ class PartitionReplicaState:
         if self._role is Role.LEADER:
             assert self._leader_id == self.local_broker_id
             assert self.local_broker_id in self._isr
-            assert self.local_broker_id in self.maximal_isr
-            assert set(self._ledger.followers) == set(self._replicas) - {self.local_broker_id}
+            assert self.local_broker_id in maximal
+            assert len(self._ledger.followers) == len(replicas) - 1
+            assert replicas.issuperset(self._ledger.followers)
         if self._role is not Role.LEADER:
             assert self._pending is None
             assert not self._ledger.followers
