@@ -441,7 +441,14 @@ class ReplicaManager:
         result = await self._fetch(requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                    max_bytes=max_bytes, client=client)
         self._count_served(result, replica_id, client)
+        if replica_id >= 0:
+            self._hw_answered(result, replica_id)
         return result
+
+    def _hw_answered(self, result: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int) -> None:
+        for tp, r in result:
+            if r["error"] == 0 and "diverging_epoch" not in r:
+                self.core.hw_answered(tp, replica_id, r["hw"])
 
     def _count_served(self, result: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, client: ClientMetadata | None) -> None:
         own_rack = self.settings["broker.rack"]
@@ -534,7 +541,8 @@ class ReplicaManager:
             if sp is not None and not r["records"] and r["error"] == 0 and "diverging_epoch" not in r and r["leo"] > sp.fetch_offset:
                 session.read_again(tp)
         result = list(results.items())
-        self._count_served(result, session.replica_id, None)
+        self._count_served(result, replica_id, None)
+        self._hw_answered(result, replica_id)
         return result
 
     def _mark_changed(self, tp: tuple[str, int]) -> None:

@@ -549,8 +549,14 @@ class ReplicaManager:
                                                                   min(follower_log_start, fetch_offset), follower_broker_epoch)
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
-        state.note_hw_sent(replica_id)
         return FollowerRead(None, leo, result.hw_changed, result.log_start_changed)
+
+    def hw_answered(self, tp: TP, replica_id: int, hw: int) -> None:
+        """The answer to `replica_id`'s fetch of `tp` went out with `hw` (the read it carries,
+        not an earlier one of a fetch that waited)."""
+        replica = self.replicas.get(tp)
+        if replica is not None:
+            replica.state.note_hw_sent(replica_id, hw)
 
     def offsets_for_leader_epoch(self, tp: TP, current_leader_epoch: int, requested_epoch: int, *,
                                  for_consumer: bool = False) -> EpochEndOffset:

@@ -441,14 +441,19 @@ class PartitionReplicaState:
             follower.last_fetch_leader_leo = leader_leo
         return replica_id not in self._isr
 
-    def note_hw_sent(self, replica_id: int) -> None:
-        """The leader answers `replica_id`'s fetch with the current HW (what the status page
-        shows as that follower's HW). A moved HW alone does not answer a follower's waiting
-        fetch: the HW rides on the next answer with records, or on the one at max wait, as
-        in Kafka since KAFKA-9952 (answering at once for the HW alone, KIP-392's first
-        version, raised followers' fetch rate by half, KAFKA-9731)."""
-        self._require_leader()
-        self._ledger.followers[replica_id].last_sent_hw = self._hw
+    def note_hw_sent(self, replica_id: int, hw: int) -> None:
+        """The leader's answer to `replica_id`'s fetch went out carrying `hw` (what the
+        status page shows as that follower's HW). Nothing is noted when this broker no
+        longer leads or `replica_id` is no follower (a role changed while it waited).
+        A moved HW alone does not answer a follower's waiting fetch: the HW rides on the
+        next answer with records, or on the one at max wait, as in Kafka since KAFKA-9952
+        (answering at once for the HW alone, KIP-392's first version, raised followers'
+        fetch rate by half, KAFKA-9731)."""
+        if self._role is not Role.LEADER:
+            return
+        follower = self._ledger.followers.get(replica_id)
+        if follower is not None and hw > follower.last_sent_hw:
+            follower.last_sent_hw = min(hw, self._hw)
 
     def _maybe_expand_isr(self, replica_id: int) -> AlterIsrItem | None:
         """Kafka's needsExpandIsr: not in the ISR, no change in flight, LEO >= HW and >= the
@@ -731,6 +736,7 @@ class PartitionReplicaState:
             assert self.local_broker_id in maximal
             assert len(self._ledger.followers) == len(replicas) - 1
             assert replicas.issuperset(self._ledger.followers)
+            assert self.local_broker_id not in self._ledger.followers
         if self._role is not Role.LEADER:
             assert self._pending is None
             assert not self._ledger.followers

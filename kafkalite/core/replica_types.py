@@ -96,7 +96,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     # The HW the leader last answered this follower with (Kafka's lastSentHighWatermark):
     # the status page's view of the follower's HW. It no longer answers a waiting fetch
-    # early (KAFKA-9952; ReplicaState.note_hw_sent).
+    # early (KAFKA-9952; PartitionReplicaState.note_hw_sent).
     last_sent_hw: int = UNKNOWN_OFFSET
     # Its log start as its last fetch said (Kafka's Replica.logStartOffset): the low
     # watermark a DeleteRecords waits on is the least over the ISR.

@@ -142,15 +142,19 @@ def test_hw_is_min_leo_over_isr_and_never_decreases():
 
 def test_the_leader_records_the_hw_it_last_answered_each_follower_with():
     """Kafka's lastSentHighWatermark: what the leader last told a follower (the status
-    page's follower HW); it moves only when the follower is answered."""
+    page's follower HW): the HW an answer carried, noted when it went out, never more than
+    the HW and never back; an answer after a role change notes nothing."""
     p = make_leader(isr=(1, 2, 3), leo=100, hw=50)
     p.update_follower_fetch(2, 100, 100, 1)
-    p.note_hw_sent(2)
+    p.note_hw_sent(2, 50)
     assert p.follower_state(2).last_sent_hw == 50
     assert p.update_follower_fetch(3, 100, 100, 1).hw_changed  # 3 catches up: HW 50 -> 100
     assert p.follower_state(2).last_sent_hw == 50  # not told yet
-    p.note_hw_sent(2)
+    p.note_hw_sent(2, 40)  # an answer read before: nothing goes back
+    assert p.follower_state(2).last_sent_hw == 50
+    p.note_hw_sent(2, 100)
     assert p.follower_state(2).last_sent_hw == 100
+    p.note_hw_sent(9, 100)  # no follower of this partition
     ok(p)
 
 

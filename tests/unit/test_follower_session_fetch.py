@@ -1,0 +1,107 @@
+"""The leader's side of a follower's session fetch, on a real replica manager over a real log:
+a fetch waiting at the leader's log end is answered by records or by its max wait, never by a
+moved HW alone (Kafka since KAFKA-9952: answering at once for the HW raised followers' fetch
+rate by half, KAFKA-9731, and here cost two more messages per follower per write). The HW
+rides on the next answer, and what the leader notes as sent (the status page's follower HW)
+is what an answer carried."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.core.fetch_session import SessionPartition
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log_manager import LogManager
+from kafkalite.log.records import encode_batch
+
+TP = ("t", 0)
+EPOCH = 3
+CONFIG = LogConfig(segment_bytes=1 << 20)
+SETTINGS = {"purgatory.max.size": 100, "min.insync.replicas": 1, "message.max.bytes": 1 << 20,
+            "replica.lag.time.max.ms": 30000, "broker.rack": None}
+
+
+def _leader(tmp_path) -> ReplicaManager:
+    logs = LogManager([str(tmp_path / "d")], CONFIG)
+    logs.open_all()
+    rm = ReplicaManager(1, logs, CONFIG, dict(SETTINGS), BrokerMetrics())
+    rm.handle_leader_and_isr({"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
+                              "partitions": [[TP[0], TP[1], 1, EPOCH, [1, 2, 3], 0, [1, 2, 3]]]})
+    return rm
+
+
+async def _write(rm: ReplicaManager, value: bytes) -> None:
+    await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", value, ())], base_timestamp=1000))])
+
+
+async def _fetch(rm: ReplicaManager, replica_id: int, offset: int, max_wait_ms: int) -> dict:
+    session = rm.fetch_sessions.start(replica_id, {TP: SessionPartition(offset, EPOCH, EPOCH, 0)}, 0)
+    ((_, answer),) = await rm.fetch_in_session(session, [TP], max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                                                partition_max_bytes=1 << 20)
+    return answer
+
+
+def _sent_hw(rm: ReplicaManager, replica_id: int) -> int:
+    return rm.partitions[TP].state.follower_state(replica_id).last_sent_hw
+
+
+async def _both_read_offset_0(rm: ReplicaManager) -> None:
+    await _write(rm, b"v")
+    for follower in (2, 3):
+        first = await _fetch(rm, follower, 0, 0)
+        assert first["records"] and first["hw"] == 0
+
+
+async def test_a_follower_whose_own_fetch_moves_the_hw_waits_for_records(tmp_path):
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    await _fetch(rm, 3, 1, 0)
+    assert rm.partitions[TP].hw == 0  # 2 has not shown it holds offset 0 yet
+    waiting = asyncio.ensure_future(_fetch(rm, 2, 1, 5000))  # 2 at the log end: HW 0 -> 1
+    try:
+        await asyncio.sleep(0.5)
+        assert rm.partitions[TP].hw == 1
+        assert not waiting.done()  # the moved HW alone did not answer it
+        assert _sent_hw(rm, 2) == 0  # nor is it noted as sent
+        await _write(rm, b"w")
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert answer["records"] and answer["hw"] == 1  # the new HW came with the next records
+    assert _sent_hw(rm, 2) == 1
+
+
+async def test_a_follower_waiting_when_the_other_moves_the_hw_is_not_answered_for_it(tmp_path):
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    waiting = asyncio.ensure_future(_fetch(rm, 3, 1, 5000))  # 3 at the log end, waiting
+    try:
+        await asyncio.sleep(0.2)
+        await _fetch(rm, 2, 1, 0)  # 2's fetch: HW 0 -> 1
+        assert rm.partitions[TP].hw == 1
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        await _write(rm, b"w")
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert answer["records"] and answer["hw"] == 1
+
+
+async def test_an_idle_follower_learns_a_moved_hw_at_its_max_wait(tmp_path):
+    """No more records come: the answer at max wait carries the HW that moved while the
+    fetch waited, so a follower's HW (which it serves consumers below, KIP-392, and starts
+    from if elected) never stays behind on an idle partition."""
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    waiting = asyncio.ensure_future(_fetch(rm, 3, 1, 800))
+    try:
+        await asyncio.sleep(0.2)
+        await _fetch(rm, 2, 1, 0)  # HW 0 -> 1 while 3 waits
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert not answer["records"] and answer["hw"] == 1
+    assert _sent_hw(rm, 3) == 1
