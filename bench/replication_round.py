@@ -38,20 +38,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.metadata_cache import MetadataCache
-from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.log.config import LogConfig
-from kafkalite.log.log_manager import LogManager
 from kafkalite.log.records import encode_batch
 from kafkalite.rpc.framing import decode_frame, encode_frame
+from kafkalite.testing.replica_managers import leader_and_isr, replica_manager
 
 TOPIC = "round"
 LEADER = 1
 FOLLOWERS = (2, 3)
 EPOCH = 3
 CONFIG = LogConfig(segment_bytes=1 << 30)
-SETTINGS = {"purgatory.max.size": 100_000, "min.insync.replicas": 2, "message.max.bytes": 1 << 20,
-            "replica.lag.time.max.ms": 30000, "broker.rack": None, "replica.fetch.backoff.ms": 100,
+SETTINGS = {"purgatory.max.size": 100_000, "min.insync.replicas": 2, "replica.fetch.backoff.ms": 100,
             "replica.fetch.wait.max.ms": 500, "request.timeout.ms": 30000, "replica.fetch.min.bytes": 1,
             "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.max.bytes": 1 << 20}
 VALUE = b"v" * 100
@@ -78,15 +76,11 @@ class FramedLoopback:
 
 
 def _leader_and_isr(partitions: int) -> dict[str, Any]:
-    replicas = [LEADER, *FOLLOWERS]
-    return {"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
-            "partitions": [[TOPIC, p, LEADER, EPOCH, replicas, 0, replicas] for p in range(partitions)]}
+    return leader_and_isr([(TOPIC, p) for p in range(partitions)], leader=LEADER, epoch=EPOCH, replicas=[LEADER, *FOLLOWERS])
 
 
 def _replica_manager(root: str, broker_id: int) -> ReplicaManager:
-    logs = LogManager([os.path.join(root, f"broker-{broker_id}")], CONFIG)
-    logs.open_all()
-    return ReplicaManager(broker_id, logs, CONFIG, dict(SETTINGS), BrokerMetrics())
+    return replica_manager(root, broker_id, CONFIG, SETTINGS)
 
 
 async def _setup(root: str, partitions: int) -> tuple[ReplicaManager, list[FetcherManager]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -101,8 +102,6 @@ async def _call(kind: str, port: int, calls: int, server_pid: int) -> tuple[floa
 
 
 def _wait_listening(port: int, deadline_s: float) -> None:
-    import socket
-
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         with socket.socket() as s:

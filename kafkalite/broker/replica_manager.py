@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import Wakeup
@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     from kafkalite.broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
+
+# One partition to read (ReplicaManager._read_all): partition, fetch offset, its byte limit,
+# current leader epoch, last fetched epoch, the follower's log start (-1: not said).
+_ReadRow = tuple[tuple[str, int], int, int, int, int, int]
 
 
 _TOPIC_LOG_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -463,21 +467,22 @@ class ReplicaManager:
                 self.metrics.preferred_read_replica_redirect(topic)
 
     def _read_all(
-        self, requests: list[tuple[tuple[str, int], dict[str, Any]]], replica_id: int, max_bytes: int, client: ClientMetadata | None,
+        self, rows: Iterable[_ReadRow], replica_id: int, max_bytes: int, client: ClientMetadata | None,
         follower_broker_epoch: int = -1,
     ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
         """Read each requested partition once: (results, bytes read, whether something must
-        be answered at once: an error, a divergence, a redirect)."""
+        be answered at once: an error, a divergence, a redirect). A row is (partition, fetch
+        offset, its byte limit, current leader epoch, last fetched epoch, the follower's log
+        start), plain tuples: a follower's session builds them for every append it waits on."""
         budget = max_bytes
         out = []
         total = 0
         answer_now = False
-        for tp, req in requests:
+        for tp, fetch_offset, part_max_bytes, current_leader_epoch, last_fetched_epoch, log_start in rows:
             r = self.read_partition(
-                tp, req["fetch_offset"], min(req["max_bytes"], max(budget, 0)), replica_id=replica_id,
-                current_leader_epoch=req.get("current_leader_epoch", -1),
-                last_fetched_epoch=req.get("last_fetched_epoch", -1),
-                min_one=(total == 0), client=client, follower_log_start=req.get("log_start_offset", -1),
+                tp, fetch_offset, min(part_max_bytes, max(budget, 0)), replica_id=replica_id,
+                current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch,
+                min_one=(total == 0), client=client, follower_log_start=log_start,
                 follower_broker_epoch=follower_broker_epoch,
             )
             n = len(r["records"])
@@ -503,25 +508,12 @@ class ReplicaManager:
         try:
             while True:
                 waiter.clear()
-                # Each partition read once (as _read_all, without a request map per partition:
-                # this runs for every append a follower waits on).
-                budget = max(max_bytes - total, 0)
-                read_now = 0  # this pass's bytes: its first partition with records gets one batch whatever its limit
-                answer_now = False
-                for tp in to_read:
-                    sp = session.partitions.get(tp)
-                    if sp is None:
-                        continue
-                    r = self.read_partition(tp, sp.fetch_offset, min(partition_max_bytes, max(budget, 0)), replica_id=replica_id,
-                                            current_leader_epoch=sp.current_leader_epoch, last_fetched_epoch=sp.last_fetched_epoch,
-                                            min_one=(read_now == 0), follower_log_start=sp.log_start_offset,
-                                            follower_broker_epoch=follower_broker_epoch)
-                    n = len(r["records"])
+                rows = [(tp, sp.fetch_offset, partition_max_bytes, sp.current_leader_epoch, sp.last_fetched_epoch, sp.log_start_offset)
+                        for tp in to_read if (sp := session.partitions.get(tp)) is not None]
+                out, _n, answer_now = self._read_all(rows, replica_id, max(max_bytes - total, 0), None, follower_broker_epoch)
+                for tp, r in out:  # a partition read again replaces its earlier answer
                     previous = results.get(tp)
-                    total += n - (len(previous["records"]) if previous is not None else 0)
-                    read_now += n
-                    budget -= n
-                    answer_now = answer_now or r["error"] != 0 or "diverging_epoch" in r
+                    total += len(r["records"]) - (len(previous["records"]) if previous is not None else 0)
                     results[tp] = r
                 remaining = deadline - monotonic_ms()
                 if total >= min_bytes or answer_now or remaining <= 0:
@@ -557,8 +549,11 @@ class ReplicaManager:
         max_wait_ms: int, min_bytes: int, max_bytes: int, client: ClientMetadata | None,
     ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
 
+        rows = [(tp, req["fetch_offset"], req["max_bytes"], req.get("current_leader_epoch", -1), req.get("last_fetched_epoch", -1),
+                 req.get("log_start_offset", -1)) for tp, req in requests]
+
         def attempt() -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], bool]:
-            out, total, answer_now = self._read_all(requests, replica_id, max_bytes, client)
+            out, total, answer_now = self._read_all(rows, replica_id, max_bytes, client)
             return out, (total >= min_bytes or answer_now)
 
         result, done = attempt()

@@ -9,26 +9,20 @@ from __future__ import annotations
 
 import asyncio
 
-from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.log.config import LogConfig
-from kafkalite.log.log_manager import LogManager
 from kafkalite.log.records import encode_batch
+from kafkalite.testing.replica_managers import leader_and_isr, replica_manager
 
 TP = ("t", 0)
 EPOCH = 3
 CONFIG = LogConfig(segment_bytes=1 << 20)
-SETTINGS = {"purgatory.max.size": 100, "min.insync.replicas": 1, "message.max.bytes": 1 << 20,
-            "replica.lag.time.max.ms": 30000, "broker.rack": None}
 
 
 def _leader(tmp_path) -> ReplicaManager:
-    logs = LogManager([str(tmp_path / "d")], CONFIG)
-    logs.open_all()
-    rm = ReplicaManager(1, logs, CONFIG, dict(SETTINGS), BrokerMetrics())
-    rm.handle_leader_and_isr({"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
-                              "partitions": [[TP[0], TP[1], 1, EPOCH, [1, 2, 3], 0, [1, 2, 3]]]})
+    rm = replica_manager(str(tmp_path), 1, CONFIG)
+    rm.handle_leader_and_isr(leader_and_isr([TP], leader=1, epoch=EPOCH, replicas=[1, 2, 3]))
     return rm
 
 

@@ -1,0 +1,35 @@
+"""A broker's replica manager over real logs in a directory, with no broker around it: for
+tests and benchmarks of the append and fetch paths (tests/unit, bench/replication_round.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.log.config import LogConfig
+from kafkalite.log.log_manager import LogManager
+
+# What the replica manager's append and fetch paths read of a broker's settings.
+REPLICA_MANAGER_SETTINGS: Mapping[str, Any] = {
+    "purgatory.max.size": 100, "min.insync.replicas": 1, "message.max.bytes": 1 << 20,
+    "replica.lag.time.max.ms": 30000, "broker.rack": None,
+}
+
+
+def replica_manager(root: str, broker_id: int, config: LogConfig, settings: Mapping[str, Any] | None = None) -> ReplicaManager:
+    """Broker `broker_id`'s replica manager, its one log dir under `root`; `settings` over
+    REPLICA_MANAGER_SETTINGS."""
+    logs = LogManager([os.path.join(root, f"broker-{broker_id}")], config)
+    logs.open_all()
+    return ReplicaManager(broker_id, logs, config, {**REPLICA_MANAGER_SETTINGS, **(settings or {})}, BrokerMetrics())
+
+
+def leader_and_isr(partitions: Sequence[tuple[str, int]], *, leader: int, epoch: int, replicas: Sequence[int],
+                   isr: Sequence[int] | None = None) -> dict[str, Any]:
+    """A LeaderAndIsr request body (as the controller sends it) for `partitions`."""
+    in_sync = list(replicas if isr is None else isr)
+    return {"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
+            "partitions": [[t, p, leader, epoch, in_sync, 0, list(replicas)] for t, p in partitions]}
