@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafkalite.aio import Wakeup
@@ -374,19 +374,26 @@ class ReplicaManager:
         self, tp: tuple[str, int], fetch_offset: int, max_bytes: int, *, replica_id: int,
         current_leader_epoch: int = -1, last_fetched_epoch: int = -1, min_one: bool = True,
         client: ClientMetadata | None = None, follower_log_start: int = -1, follower_broker_epoch: int = -1,
+        again: bool = False,
     ) -> dict[str, Any]:
         """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
         consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
-        (`served_as`: leader, follower, or a redirect to `preferred_read_replica`)."""
+        (`served_as`: leader, follower, or a redirect to `preferred_read_replica`). `again`:
+        a follower's fetch that read this partition before it waited, read once more
+        (the core's follower_fetch_again: its state is not updated twice)."""
         part = self.partitions.get(tp)
         out: dict[str, Any] = {"error": 0, "hw": -1, "log_start": -1, "leo": -1, "records": b"",
                                "preferred_read_replica": -1, "served_as": None}
         try:
             if replica_id >= 0:
-                previous_leo = _follower_leo(part, replica_id)
                 now = monotonic_ms()
-                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, now,
-                                                    follower_log_start, follower_broker_epoch)
+                if again:
+                    previous_leo = None  # (its catch-up was timed at the first read)
+                    decision = self.core.follower_fetch_again(tp, fetch_offset, current_leader_epoch)
+                else:
+                    previous_leo = _follower_leo(part, replica_id)
+                    decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, now,
+                                                        follower_log_start, follower_broker_epoch)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
@@ -405,7 +412,12 @@ class ReplicaManager:
                     if appended_at is not None:
                         self.metrics.replication_catch_up(replica_id, time.monotonic() - appended_at)
                 if decision.hw_changed:
-                    part.notify()
+                    # What waits on the HW (acks=all produces, consumers' fetches) is
+                    # completed. Followers' sessions read the partition at their next
+                    # read, but a waiting one is not woken for it: a moved HW alone
+                    # answers no follower (KAFKA-9952); it rides on the next answer.
+                    self.delayed.wake(tp)
+                    self.fetch_sessions.mark(tp)
                 elif decision.log_start_changed:
                     self.delayed.wake(tp, produce=False)  # the low watermark a DeleteRecords waits on may have moved
                 if self.core.alter_isr_pending:
@@ -468,12 +480,14 @@ class ReplicaManager:
 
     def _read_all(
         self, rows: Iterable[_ReadRow], replica_id: int, max_bytes: int, client: ClientMetadata | None,
-        follower_broker_epoch: int = -1,
+        follower_broker_epoch: int = -1, read_before: Container[tuple[str, int]] = (),
     ) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, bool]:
         """Read each requested partition once: (results, bytes read, whether something must
         be answered at once: an error, a divergence, a redirect). A row is (partition, fetch
         offset, its byte limit, current leader epoch, last fetched epoch, the follower's log
-        start), plain tuples: a follower's session builds them for every append it waits on."""
+        start), plain tuples: a follower's session builds them for every append it waits on.
+        `read_before`: partitions a follower's waiting fetch read already, read again
+        (fenced by the leader epoch it named, which a kafkalite follower always names)."""
         budget = max_bytes
         out = []
         total = 0
@@ -483,7 +497,7 @@ class ReplicaManager:
                 tp, fetch_offset, min(part_max_bytes, max(budget, 0)), replica_id=replica_id,
                 current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch,
                 min_one=(total == 0), client=client, follower_log_start=log_start,
-                follower_broker_epoch=follower_broker_epoch,
+                follower_broker_epoch=follower_broker_epoch, again=current_leader_epoch >= 0 and tp in read_before,
             )
             n = len(r["records"])
             total += n
@@ -499,28 +513,33 @@ class ReplicaManager:
         """A follower's incremental fetch (kafkalite.core.fetch_session): read what it
         changed and what changed here; if that is not worth answering yet, wait until a
         partition of the session changes (or max_wait passes) and read those, and so on.
-        The answer lists only the partitions read."""
+        The answer lists only the partitions read. A partition whose HW alone moved
+        meanwhile wakes no one; at max wait it is read once more, so the answer carries the
+        HW as it is then."""
         deadline = monotonic_ms() + max_wait_ms
         results: dict[tuple[str, int], dict[str, Any]] = {}
         total = 0
         waiter = self._session_waiters.setdefault(session.session_id, Wakeup())
         replica_id = session.replica_id
         try:
+            max_wait_passed = False
             while True:
                 waiter.clear()
                 rows = [(tp, sp.fetch_offset, partition_max_bytes, sp.current_leader_epoch, sp.last_fetched_epoch, sp.log_start_offset)
                         for tp in to_read if (sp := session.partitions.get(tp)) is not None]
-                out, _n, answer_now = self._read_all(rows, replica_id, max(max_bytes - total, 0), None, follower_broker_epoch)
+                out, _n, answer_now = self._read_all(rows, replica_id, max(max_bytes - total, 0), None, follower_broker_epoch,
+                                                     read_before=results)
                 for tp, r in out:  # a partition read again replaces its earlier answer
                     previous = results.get(tp)
                     total += len(r["records"]) - (len(previous["records"]) if previous is not None else 0)
                     results[tp] = r
                 remaining = deadline - monotonic_ms()
-                if total >= min_bytes or answer_now or remaining <= 0:
+                if max_wait_passed or total >= min_bytes or answer_now or remaining <= 0:
                     break
-                if not await waiter.wait(remaining / 1000):
-                    break  # max_wait passed
+                max_wait_passed = not await waiter.wait(remaining / 1000)
                 to_read = session.take_dirty()
+                if max_wait_passed and not to_read:
+                    break
         finally:
             if self._session_waiters.get(session.session_id) is waiter:
                 del self._session_waiters[session.session_id]

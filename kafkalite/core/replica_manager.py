@@ -551,6 +551,23 @@ class ReplicaManager:
             self._alter_isr_due.add(tp)
         return FollowerRead(None, leo, result.hw_changed, result.log_start_changed)
 
+    def follower_fetch_again(self, tp: TP, fetch_offset: int, current_leader_epoch: int) -> FollowerRead:
+        """The same partition of the same follower fetch, read again after the fetch waited
+        (an append woke it, or its max wait passed), as Kafka's DelayedFetch completes: the
+        request's first read (`follower_fetch`) updated the follower's state, and this one
+        does not again (the offset is the one already counted; a HW moved by it already
+        moved). Only what the wait may have changed is checked: this replica still leads in
+        the epoch the follower named, so no new epoch began and no divergence arose that
+        the first read did not see, and the offset is still within the log (retention or
+        DeleteRecords may have moved its start)."""
+        assert current_leader_epoch >= 0, "a read again is fenced by the leader epoch the follower named"
+        replica = self._fenced_leader(tp, current_leader_epoch)
+        leo = replica.leo
+        log_start = replica.log_start_offset
+        if not log_start <= fetch_offset <= leo:
+            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
+        return FollowerRead(None, leo, False)
+
     def hw_answered(self, tp: TP, replica_id: int, hw: int) -> None:
         """The answer to `replica_id`'s fetch of `tp` went out with `hw` (the read it carries,
         not an earlier one of a fetch that waited)."""

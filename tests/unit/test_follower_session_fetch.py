@@ -13,6 +13,7 @@ from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.log.config import LogConfig
 from kafkalite.log.records import encode_batch
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing.replica_managers import leader_and_isr, replica_manager
 
 TP = ("t", 0)
@@ -99,3 +100,73 @@ async def test_an_idle_follower_learns_a_moved_hw_at_its_max_wait(tmp_path):
         waiting.cancel()
     assert not answer["records"] and answer["hw"] == 1
     assert _sent_hw(rm, 3) == 1
+
+
+def _count_reads(rm: ReplicaManager, replica_id: int) -> list[int]:
+    """How many times the leader reads a partition for `replica_id` (a one-element list)."""
+    count = [0]
+    read = rm.read_partition
+
+    def counting(*args, **kwargs):
+        if kwargs.get("replica_id") == replica_id:
+            count[0] += 1
+        return read(*args, **kwargs)
+
+    rm.read_partition = counting  # type: ignore[method-assign]
+    return count
+
+
+async def test_a_waiting_follower_is_not_even_read_again_for_a_moved_hw(tmp_path):
+    """The HW the other follower's fetch moves marks the partition for the waiting fetch's
+    next read, but wakes nothing: no read, no answer, until records come."""
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    reads = _count_reads(rm, 3)
+    waiting = asyncio.ensure_future(_fetch(rm, 3, 1, 5000))
+    try:
+        await asyncio.sleep(0.2)
+        assert reads[0] == 1  # its first read, at the log end: it waits
+        await _fetch(rm, 2, 1, 0)  # HW 0 -> 1
+        await asyncio.sleep(0.3)
+        assert rm.partitions[TP].hw == 1 and reads[0] == 1 and not waiting.done()
+        await _write(rm, b"w")
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert answer["records"] and answer["hw"] == 1 and reads[0] == 2
+
+
+async def test_the_read_after_the_wait_leaves_the_followers_state_as_the_request_set_it(tmp_path):
+    """Kafka's DelayedFetch: what the leader knows of the follower (its LEO, when it last
+    fetched, the leader's LEO then) is set by the request's first read; the read an append
+    wakes only reads."""
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    state = rm.partitions[TP].state
+    waiting = asyncio.ensure_future(_fetch(rm, 3, 1, 5000))
+    try:
+        await asyncio.sleep(0.2)
+        at_first_read = state.follower_state(3)
+        assert at_first_read.last_fetch_leader_leo == 1
+        await asyncio.sleep(0.1)
+        await _write(rm, b"w")
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert answer["records"]
+    assert state.follower_state(3) == at_first_read
+
+
+async def test_a_waiting_follower_is_told_when_the_leadership_moves(tmp_path):
+    """The read after the wait is fenced: leadership moved to broker 2 while the fetch
+    waited, and the answer says this broker no longer leads."""
+    rm = _leader(tmp_path)
+    await _both_read_offset_0(rm)
+    waiting = asyncio.ensure_future(_fetch(rm, 3, 1, 5000))
+    try:
+        await asyncio.sleep(0.2)
+        rm.handle_leader_and_isr(leader_and_isr([TP], leader=2, epoch=EPOCH + 1, replicas=[1, 2, 3]))
+        answer = await asyncio.wait_for(waiting, 5)
+    finally:
+        waiting.cancel()
+    assert answer["error"] == int(ErrorCode.NOT_LEADER_OR_FOLLOWER) and not answer["records"]

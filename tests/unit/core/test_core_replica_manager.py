@@ -192,6 +192,32 @@ def test_the_leader_side_of_a_follower_fetch():
     assert rm.offsets_for_leader_epoch(TP, 1, 0).end_offset == 5
 
 
+def test_a_follower_fetch_read_again_after_its_wait_is_fenced_but_updates_nothing():
+    """Kafka's DelayedFetch: the follower's state is updated at the request's first read,
+    not again when the woken fetch reads once more; the read again still checks the
+    leadership and epoch, and that the offset is still in the log."""
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 5)
+    rm.on_leader_and_isr(lai(1, 1, isr=(1, 2, 3)), 0)
+    rm.follower_fetch(TP, 2, 5, 1, 0, 10)
+    state = rm.replicas[TP].state
+    before = state.follower_state(2)  # (a copy)
+    hw = rm.replicas[TP].hw
+    logs[TP].append(1, 2)  # the append that wakes the waiting fetch
+    read = rm.follower_fetch_again(TP, 5, 1)
+    assert read.diverging is None and read.upper == 7 and not read.hw_changed
+    assert state.follower_state(2) == before and rm.replicas[TP].hw == hw
+    with pytest.raises(OffsetOutOfRangeError):
+        rm.follower_fetch_again(TP, 8, 1)
+    with pytest.raises(CoreError) as fenced:
+        rm.follower_fetch_again(TP, 5, 0)
+    assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    rm.on_leader_and_isr(lai(2, 2, isr=(1, 2, 3)), 20)  # leadership went to 2 meanwhile
+    with pytest.raises(NotLeaderOrFollowerError):
+        rm.follower_fetch_again(TP, 5, 1)
+
+
 def test_alter_isr_one_in_flight_per_partition_retried_until_answered():
     rm, logs = manager()
     rm.on_leader_and_isr(lai(1, 1, isr=(1, 2)), 0)
