@@ -379,21 +379,18 @@ class ReplicaManager:
         """One partition of a Fetch / ReplicaFetch; never raises operating errors. For a
         consumer, `client` is its metadata (Fetch v11+) and the core decides who serves
         (`served_as`: leader, follower, or a redirect to `preferred_read_replica`). `again`:
-        a follower's fetch that read this partition before it waited, read once more
-        (the core's follower_fetch_again: its state is not updated twice)."""
+        a follower's fetch that read this partition before it waited, read once more (the
+        core's follower_fetch with `read_again`: an in-sync follower's state is not updated
+        twice)."""
         part = self.partitions.get(tp)
         out: dict[str, Any] = {"error": 0, "hw": -1, "log_start": -1, "leo": -1, "records": b"",
                                "preferred_read_replica": -1, "served_as": None}
         try:
             if replica_id >= 0:
                 now = monotonic_ms()
-                if again:
-                    previous_leo = None  # (its catch-up was timed at the first read)
-                    decision = self.core.follower_fetch_again(tp, fetch_offset, current_leader_epoch)
-                else:
-                    previous_leo = _follower_leo(part, replica_id)
-                    decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, now,
-                                                        follower_log_start, follower_broker_epoch)
+                previous_leo = None if again else _follower_leo(part, replica_id)  # (a read again: timed at the first read)
+                decision = self.core.follower_fetch(tp, replica_id, fetch_offset, current_leader_epoch, last_fetched_epoch, now,
+                                                    follower_log_start, follower_broker_epoch, read_again=again)
                 assert part is not None
                 if decision.diverging is not None:
                     out.update(diverging_epoch=decision.diverging.epoch, diverging_end_offset=decision.diverging.end_offset,
@@ -486,8 +483,7 @@ class ReplicaManager:
         be answered at once: an error, a divergence, a redirect). A row is (partition, fetch
         offset, its byte limit, current leader epoch, last fetched epoch, the follower's log
         start), plain tuples: a follower's session builds them for every append it waits on.
-        `read_before`: partitions a follower's waiting fetch read already, read again
-        (fenced by the leader epoch it named, which a kafkalite follower always names)."""
+        `read_before`: partitions a follower's waiting fetch read already, read again."""
         budget = max_bytes
         out = []
         total = 0
@@ -497,7 +493,7 @@ class ReplicaManager:
                 tp, fetch_offset, min(part_max_bytes, max(budget, 0)), replica_id=replica_id,
                 current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch,
                 min_one=(total == 0), client=client, follower_log_start=log_start,
-                follower_broker_epoch=follower_broker_epoch, again=current_leader_epoch >= 0 and tp in read_before,
+                follower_broker_epoch=follower_broker_epoch, again=tp in read_before,
             )
             n = len(r["records"])
             total += n
@@ -513,9 +509,9 @@ class ReplicaManager:
         """A follower's incremental fetch (kafkalite.core.fetch_session): read what it
         changed and what changed here; if that is not worth answering yet, wait until a
         partition of the session changes (or max_wait passes) and read those, and so on.
-        The answer lists only the partitions read. A partition whose HW alone moved
-        meanwhile wakes no one; at max wait it is read once more, so the answer carries the
-        HW as it is then."""
+        The answer lists only the partitions read. A HW moved by a follower's fetch
+        meanwhile wakes no one (read_partition); at max wait what it marked is read once
+        more, so the answer carries the HW as it is then."""
         deadline = monotonic_ms() + max_wait_ms
         results: dict[tuple[str, int], dict[str, Any]] = {}
         total = 0

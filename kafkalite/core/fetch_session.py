@@ -11,8 +11,9 @@ one carries only what changed since its previous request (a new fetch offset or 
 partition added) and what it no longer fetches (`forgotten`). The leader reads only those
 and the partitions that changed on its side since it last answered (`dirty`: an append, a
 HW, log start or role change, marked by the driver); an idle partition costs nothing per
-fetch. The driver wakes a waiting fetch for every mark but a HW that alone moved, which
-answers no follower (Kafka since KAFKA-9952): it is read, and rides, with the next answer.
+fetch. The driver wakes a waiting fetch for every mark but a HW moved by a follower's
+fetch, which answers no follower (Kafka since KAFKA-9952): it is read, and rides, with the
+next answer.
 
 What a fetch did for an idle partition that is no longer read each time, keeping the
 follower caught up for the ISR (Kafka's lastCaughtUpTime), the driver does from
@@ -152,7 +153,7 @@ class FetchSessions:
     def mark(self, tp: TP) -> list[FetchSession]:
         """`tp` changed here (append, HW, log start, role): every session holding it reads it
         at its next read. Returns those sessions (the driver wakes their waiting fetch,
-        unless only the HW moved)."""
+        unless a follower's fetch only moved the HW)."""
         marked = []
         for session in self._by_replica.values():
             if tp in session.partitions:

@@ -530,14 +530,31 @@ class ReplicaManager:
 
     def follower_fetch(self, tp: TP, replica_id: int, fetch_offset: int, current_leader_epoch: int,
                        last_fetched_epoch: int, now_ms: int, follower_log_start: int = UNKNOWN_OFFSET,
-                       follower_broker_epoch: int = -1) -> FollowerRead:
+                       follower_broker_epoch: int = -1, *, read_again: bool = False) -> FollowerRead:
         """The leader's side of one partition of a ReplicaFetch (seed G, KIP-320).
         `follower_log_start`: the follower's own log start (Kafka's fetch request carries
         it), for the low watermark DeleteRecords waits on; -1 from a sender that omits it.
         `follower_broker_epoch`: the epoch its request carried, which an ISR expansion
-        names (KIP-903); -1 if not said."""
+        names (KIP-903); -1 if not said.
+
+        `read_again`: the same request read this partition before it waited, and reads it
+        once more (an append woke it, or something marked it). For a follower in the ISR
+        that named its leader epoch, as Kafka's DelayedFetch completes with a read only:
+        the follower's state is not updated a second time (the offset is the one already
+        counted, and a HW it moved already moved), and only what the wait may have changed
+        is checked: this replica still leads in that epoch (so no new epoch began and no
+        divergence arose that the first read did not see) and the offset is still within
+        the log (retention or DeleteRecords may have moved its start). A follower outside
+        the ISR gets the whole decision again: this read may be the one that proposes it
+        back (the driver's idle-partition check marks a partition for that), and it may no
+        longer be a replica at all (a reassignment in the same leader epoch)."""
         replica = self._fenced_leader(tp, current_leader_epoch)
         leo = replica.leo
+        if read_again and current_leader_epoch >= 0 and replica_id in replica.state.isr:
+            log_start = replica.log_start_offset
+            if not log_start <= fetch_offset <= leo:
+                raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
+            return FollowerRead(None, leo, False)
         diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), leo, fetch_offset, last_fetched_epoch)
         if diverging is not None:
             return FollowerRead(diverging, leo, False)
@@ -550,23 +567,6 @@ class ReplicaManager:
         if result.alter_isr is not None:
             self._alter_isr_due.add(tp)
         return FollowerRead(None, leo, result.hw_changed, result.log_start_changed)
-
-    def follower_fetch_again(self, tp: TP, fetch_offset: int, current_leader_epoch: int) -> FollowerRead:
-        """The same partition of the same follower fetch, read again after the fetch waited
-        (an append woke it, or its max wait passed), as Kafka's DelayedFetch completes: the
-        request's first read (`follower_fetch`) updated the follower's state, and this one
-        does not again (the offset is the one already counted; a HW moved by it already
-        moved). Only what the wait may have changed is checked: this replica still leads in
-        the epoch the follower named, so no new epoch began and no divergence arose that
-        the first read did not see, and the offset is still within the log (retention or
-        DeleteRecords may have moved its start)."""
-        assert current_leader_epoch >= 0, "a read again is fenced by the leader epoch the follower named"
-        replica = self._fenced_leader(tp, current_leader_epoch)
-        leo = replica.leo
-        log_start = replica.log_start_offset
-        if not log_start <= fetch_offset <= leo:
-            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
-        return FollowerRead(None, leo, False)
 
     def hw_answered(self, tp: TP, replica_id: int, hw: int) -> None:
         """The answer to `replica_id`'s fetch of `tp` went out with `hw` (the read it carries,

@@ -38,9 +38,11 @@ class MemLog:
     def log_end_offset(self) -> int:
         return len(self.records)
 
+    start: int = 0  # the log start (retention, DeleteRecords)
+
     @property
     def log_start_offset(self) -> int:
-        return 0
+        return self.start
 
     def epoch_entries(self):
         return self.epochs
@@ -193,8 +195,8 @@ def test_the_leader_side_of_a_follower_fetch():
 
 
 def test_a_follower_fetch_read_again_after_its_wait_is_fenced_but_updates_nothing():
-    """Kafka's DelayedFetch: the follower's state is updated at the request's first read,
-    not again when the woken fetch reads once more; the read again still checks the
+    """Kafka's DelayedFetch: an in-sync follower's state is updated at the request's first
+    read, not again when the woken fetch reads once more; the read again still checks the
     leadership and epoch, and that the offset is still in the log."""
     rm, logs = manager()
     logs[TP] = MemLog()
@@ -205,17 +207,42 @@ def test_a_follower_fetch_read_again_after_its_wait_is_fenced_but_updates_nothin
     before = state.follower_state(2)  # (a copy)
     hw = rm.replicas[TP].hw
     logs[TP].append(1, 2)  # the append that wakes the waiting fetch
-    read = rm.follower_fetch_again(TP, 5, 1)
+    read = rm.follower_fetch(TP, 2, 5, 1, 0, 20, read_again=True)
     assert read.diverging is None and read.upper == 7 and not read.hw_changed
     assert state.follower_state(2) == before and rm.replicas[TP].hw == hw
     with pytest.raises(OffsetOutOfRangeError):
-        rm.follower_fetch_again(TP, 8, 1)
+        rm.follower_fetch(TP, 2, 8, 1, 0, 20, read_again=True)
+    logs[TP].start = 6  # retention or DeleteRecords moved the log start past it meanwhile
+    with pytest.raises(OffsetOutOfRangeError):
+        rm.follower_fetch(TP, 2, 5, 1, 0, 20, read_again=True)
+    logs[TP].start = 0
     with pytest.raises(CoreError) as fenced:
-        rm.follower_fetch_again(TP, 5, 0)
+        rm.follower_fetch(TP, 2, 5, 0, 0, 20, read_again=True)
     assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
-    rm.on_leader_and_isr(lai(2, 2, isr=(1, 2, 3)), 20)  # leadership went to 2 meanwhile
+    rm.on_leader_and_isr(lai(1, 2, isr=(1, 2, 3)), 30)  # this broker again, in a new epoch
+    with pytest.raises(CoreError) as newer:
+        rm.follower_fetch(TP, 2, 5, 1, 0, 40, read_again=True)
+    assert newer.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    rm.on_leader_and_isr(lai(2, 3, isr=(1, 2, 3)), 50)  # leadership went to 2
     with pytest.raises(NotLeaderOrFollowerError):
-        rm.follower_fetch_again(TP, 5, 1)
+        rm.follower_fetch(TP, 2, 5, 3, 0, 60, read_again=True)
+
+
+def test_a_read_again_decides_in_full_for_a_follower_outside_the_isr():
+    """The read again may be the one that proposes a caught-up follower back into the ISR
+    (the broker's idle-partition check marks a partition for exactly that), and a follower
+    reassigned away in the same leader epoch is no replica any more: neither skips the
+    decision."""
+    rm, logs = manager()
+    logs[TP] = MemLog()
+    logs[TP].append(0, 5)
+    rm.on_leader_and_isr(lai(1, 1, isr=(1, 2)), 0)
+    rm.follower_fetch(TP, 3, 5, 1, 0, 10, read_again=True)  # 3 at the log end, outside the ISR
+    assert [i.new_isr for i in rm.alter_isr_to_send()] == [(1, 2, 3)]
+    gone = LeaderAndIsr(9, 1, 10, (PartitionLeadership(TP[0], TP[1], 1, 1, (1, 2), 1, (1, 2)),), False)
+    rm.on_leader_and_isr(gone, 20)  # 3 reassigned away, same leader epoch
+    with pytest.raises(CoreError):
+        rm.follower_fetch(TP, 3, 5, 1, 0, 30, read_again=True)
 
 
 def test_alter_isr_one_in_flight_per_partition_retried_until_answered():
