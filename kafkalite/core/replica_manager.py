@@ -550,18 +550,17 @@ class ReplicaManager:
         longer be a replica at all (a reassignment in the same leader epoch)."""
         replica = self._fenced_leader(tp, current_leader_epoch)
         leo = replica.leo
-        if read_again and current_leader_epoch >= 0 and replica_id in replica.state.isr:
-            log_start = replica.log_start_offset
-            if not log_start <= fetch_offset <= leo:
-                raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
-            return FollowerRead(None, leo, False)
-        diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), leo, fetch_offset, last_fetched_epoch)
-        if diverging is not None:
-            return FollowerRead(diverging, leo, False)
+        state = replica.state
+        read_only = read_again and current_leader_epoch >= 0 and replica_id in state.isr
+        if not read_only:
+            diverging = diverging_epoch_check(replica.replica_log.epoch_entries(), leo, fetch_offset, last_fetched_epoch)
+            if diverging is not None:
+                return FollowerRead(diverging, leo, False)
         log_start = replica.log_start_offset
         if not log_start <= fetch_offset <= leo:
             raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{log_start}, {leo}] of {tp[0]}-{tp[1]}")
-        state = replica.state
+        if read_only:
+            return FollowerRead(None, leo, False)
         result: FollowerFetchResult = state.update_follower_fetch(replica_id, fetch_offset, leo, now_ms,
                                                                   min(follower_log_start, fetch_offset), follower_broker_epoch)
         if result.alter_isr is not None:
