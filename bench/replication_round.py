@@ -39,6 +39,7 @@ from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.core.messages import LeaderAndIsr
 from kafkalite.log.config import LogConfig
 from kafkalite.log.records import encode_batch
 from kafkalite.rpc.framing import decode_frame, encode_frame
@@ -75,7 +76,7 @@ class FramedLoopback:
         return decode_frame(answer[4:])
 
 
-def _leader_and_isr(partitions: int) -> dict[str, Any]:
+def _leader_and_isr(partitions: int) -> LeaderAndIsr:
     return leader_and_isr([(TOPIC, p) for p in range(partitions)], leader=LEADER, epoch=EPOCH, replicas=[LEADER, *FOLLOWERS])
 
 

@@ -3,20 +3,34 @@
 Controller requests are fenced by controller epoch and broker epoch before anything is
 applied; requests for the controller role are queued onto its event loop; replica fetches
 answer with a small header and the raw batch bytes as payload.
+
+Every request is decoded into a typed message first (kafkalite.core.messages for the
+controller's, the NamedTuples below for the peers'), then served. A request that does not
+decode is the sender's bug: answered INVALID_REQUEST with a log line. What fails while a
+decoded request is served is this broker's own bug: it goes to the RPC transport, which logs
+it with its traceback and closes the connection (a KeyError deep in a handler used to be
+answered as a malformed request, with no traceback).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.fetch_session import SessionPartition
-from kafkalite.core.messages import AlterIsrRequest
+from kafkalite.core.messages import (
+    AlterIsrRequest,
+    ControlledShutdownRequest,
+    LeaderAndIsr,
+    PreferredElectionRequest,
+    StopReplica,
+    UpdateMetadata,
+)
 from kafkalite.gc_pause import gc_paused
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.rpc.framing import REPLICA_FETCH_RESPONSE_BYTES_MAX
@@ -28,6 +42,61 @@ log = logging.getLogger(__name__)
 
 
 Answer = tuple[dict[str, Any], bytes]
+TP = tuple[str, int]
+
+# What decoding raises for a field that is missing or of the wrong shape. Caught around
+# decoding only (InterBrokerHandlers.handle).
+_WIRE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
+class ReplicaFetchRequest(NamedTuple):
+    """A follower's fetch in its session with this leader (kafkalite.core.fetch_session):
+    the partitions whose fetch state changed since its last request, and those it no
+    longer fetches. `session_id` 0 opens a session (a full request)."""
+
+    replica_id: int
+    broker_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partition_max_bytes: int
+    session_id: int
+    session_epoch: int
+    changed: dict[TP, SessionPartition]
+    forgotten: list[TP]
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> ReplicaFetchRequest:
+        session_id, session_epoch = (int(x) for x in h["session"])
+        # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
+        # from a broker that predates it.
+        changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
+                   for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
+        return cls(int(h["sender"]), int(h.get("broker_epoch", -1)), int(h.get("max_wait_ms", 0)), int(h.get("min_bytes", 1)),
+                   int(h.get("max_bytes", 10 << 20)), int(h.get("partition_max_bytes", 1 << 20)), session_id, session_epoch,
+                   changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()])
+
+
+class EndOffsetsRequest(NamedTuple):
+    partitions: list[TP]
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> EndOffsetsRequest:
+        return cls([(str(t), int(p)) for t, p in h["partitions"]])
+
+
+class OffsetsForLeaderEpochRequest(NamedTuple):
+    """(topic, partition, the follower's current leader epoch, the epoch whose end it asks)."""
+
+    partitions: list[tuple[str, int, int, int]]
+
+    @classmethod
+    def from_wire(cls, h: Mapping[str, Any]) -> OffsetsForLeaderEpochRequest:
+        return cls([(str(t), int(p), int(current), int(requested)) for t, p, current, requested in h["partitions"]])
+
+
+def _nothing(h: Mapping[str, Any]) -> None:
+    return None
 
 
 class InterBrokerHandlers:
@@ -36,31 +105,35 @@ class InterBrokerHandlers:
         self.rm = broker.replica_manager
         # The APIs served, by the name a request carries, and nothing else: the name comes
         # off the wire, and a lookup by attribute let a frame reach any method (api
-        # "_init__" called self.__init__(header), and every later request failed).
-        self.apis: dict[str, Callable[[dict[str, Any]], Awaitable[Answer]]] = {
-            "LeaderAndIsr": self._LeaderAndIsr,
-            "StopReplica": self._StopReplica,
-            "UpdateMetadata": self._UpdateMetadata,
-            "Ping": self._Ping,
-            "AlterIsr": self._AlterIsr,
-            "ControlledShutdown": self._ControlledShutdown,
-            "PreferredElection": self._PreferredElection,
-            "ReplicaFetch": self._ReplicaFetch,
-            "EndOffsets": self._EndOffsets,
-            "OffsetsForLeaderEpoch": self._OffsetsForLeaderEpoch,
+        # "_init__" called self.__init__(header), and every later request failed). Each is
+        # (decode the header into a typed request, serve it).
+        self.apis: dict[str, tuple[Callable[[Mapping[str, Any]], Any], Callable[[Any], Awaitable[Answer]]]] = {
+            "LeaderAndIsr": (LeaderAndIsr.from_wire, self._LeaderAndIsr),
+            "StopReplica": (StopReplica.from_wire, self._StopReplica),
+            "UpdateMetadata": (UpdateMetadata.from_wire, self._UpdateMetadata),
+            "Ping": (_nothing, self._Ping),
+            "AlterIsr": (AlterIsrRequest.from_wire, self._AlterIsr),
+            "ControlledShutdown": (ControlledShutdownRequest.from_wire, self._ControlledShutdown),
+            "PreferredElection": (PreferredElectionRequest.from_wire, self._PreferredElection),
+            "ReplicaFetch": (ReplicaFetchRequest.from_wire, self._ReplicaFetch),
+            "EndOffsets": (EndOffsetsRequest.from_wire, self._EndOffsets),
+            "OffsetsForLeaderEpoch": (OffsetsForLeaderEpochRequest.from_wire, self._OffsetsForLeaderEpoch),
         }
 
     async def handle(self, header: dict[str, Any], payload: memoryview) -> Answer:
         api = header["api"]
-        fn = self.apis.get(api)
-        if fn is None:
+        entry = self.apis.get(api)
+        if entry is None:
             log.warning("unknown inter-broker request %r from %s", api, header.get("sender"))
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
+        decode, serve = entry
         try:
-            return await fn(header)
-        except (KeyError, TypeError, ValueError) as e:
+            request = decode(header)
+        except _WIRE_ERRORS as e:
             log.warning("malformed %s from %s: %s", api, header.get("sender"), e)
             return {"error": int(ErrorCode.INVALID_REQUEST)}, b""
+        try:
+            return await serve(request)
         except OPERATING_ERRORS as e:  # typed errors carry their code
             return {"error": error_code_for(e)}, b""
 
@@ -71,38 +144,38 @@ class InterBrokerHandlers:
     # fence. A broker restarted with a shorter log then took the leadership (or an ISR
     # member's place) its previous incarnation had been given (found by the simulator,
     # issue 9, sweep seed 3705). Unanswered meanwhile, the controller resends.
-    async def _LeaderAndIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _LeaderAndIsr(self, request: LeaderAndIsr) -> Answer:
         await self.broker.registered.wait()
-        for bid, (host, port) in (h.get("live_leaders") or {}).items():
-            self.broker.note_broker_address(int(bid), host, int(port))
+        for bid, (host, port) in request.live_leaders.items():
+            self.broker.note_broker_address(bid, host, port)
         with gc_paused():  # thousands of partitions at once (kafkalite.gc_pause)
-            return self.rm.handle_leader_and_isr(h), b""
+            return self.rm.handle_leader_and_isr(request), b""
 
-    async def _StopReplica(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _StopReplica(self, request: StopReplica) -> Answer:
         await self.broker.registered.wait()
-        return self.rm.handle_stop_replica(h), b""
+        return self.rm.handle_stop_replica(request), b""
 
-    async def _UpdateMetadata(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _UpdateMetadata(self, update: UpdateMetadata) -> Answer:
         await self.broker.registered.wait()
-        self.rm.check_controller(int(h["controller_epoch"]), h.get("broker_epoch"))
+        self.rm.check_controller(update.controller_epoch, update.broker_epoch)
         with gc_paused():  # a full update lists every partition of the cluster
-            deleted = self.broker.metadata_cache.apply_update(h)
+            deleted = self.broker.metadata_cache.apply_update(update)
         if deleted:
             self.broker.groups.on_partitions_deleted(deleted)  # their committed offsets go
         for b in self.broker.metadata_cache.brokers.values():
             self.broker.note_broker_address(b.id, b.host, b.inter_broker_port)
-        self.rm.apply_topic_configs(h.get("topic_configs") or {})
+        self.rm.apply_topic_configs(update.topic_configs)
         self.broker.follow_peers()
         self.broker.metadata_updates.notify()
         return {"error": 0}, b""
 
-    async def _Ping(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _Ping(self, _request: None) -> Answer:
         """Who answers on this address: the controller's process watch (broker_watch.py)."""
         b = self.broker
         return {"error": 0, "broker_id": b.broker_id, "broker_epoch": b.broker_epoch, "incarnation": b.incarnation}, b""
 
     # -- broker -> controller -------------------------------------------------------------
-    async def _controller_call(self, make: Callable[[asyncio.Future], Replying]) -> tuple[dict[str, Any], bytes]:
+    async def _controller_call(self, make: Callable[[asyncio.Future], Replying]) -> Answer:
         ctrl = self.broker.controller
         if not ctrl.active:
             return {"error": int(ErrorCode.NOT_CONTROLLER)}, b""
@@ -110,52 +183,43 @@ class InterBrokerHandlers:
         ctrl.enqueue(make(reply))
         return await reply, b""
 
-    async def _AlterIsr(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        # Decoded here, not in the controller's loop: a request that does not decode is a
-        # sender's bug, which closes this connection (kafkalite.rpc.transport) and leaves the
-        # controller running.
-        request = AlterIsrRequest.from_wire(h)
+    async def _AlterIsr(self, request: AlterIsrRequest) -> Answer:
+        # Decoded before it reaches the controller's loop: a request that does not decode
+        # is a sender's bug, answered here, and leaves the controller running.
         return await self._controller_call(lambda reply: AlterIsr(request, reply))
 
-    async def _ControlledShutdown(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        broker_epoch = h.get("broker_epoch")
-        return await self._controller_call(
-            lambda reply: ControlledShutdown(int(h["broker_id"]), None if broker_epoch is None else int(broker_epoch), reply))
+    async def _ControlledShutdown(self, request: ControlledShutdownRequest) -> Answer:
+        # (-1: a broker that sent no epoch; the controller then checks none)
+        broker_epoch = None if request.broker_epoch < 0 else request.broker_epoch
+        return await self._controller_call(lambda reply: ControlledShutdown(request.broker_id, broker_epoch, reply))
 
-    async def _PreferredElection(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        parts = h.get("partitions")
-        partitions = None if parts is None else [(str(t), int(p)) for t, p in parts]
+    async def _PreferredElection(self, request: PreferredElectionRequest) -> Answer:
+        partitions = None if request.partitions is None else list(request.partitions)
         return await self._controller_call(lambda reply: PreferredElection(partitions, reply))
 
     # -- follower -> leader ---------------------------------------------------------------
-    async def _ReplicaFetch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        replica_id = int(h["sender"])
+    async def _ReplicaFetch(self, request: ReplicaFetchRequest) -> Answer:
+        replica_id = request.replica_id
         cached = self.broker.metadata_cache.brokers.get(replica_id)
-        if cached is not None and h.get("broker_epoch", -1) < cached.epoch:
+        if cached is not None and request.broker_epoch < cached.epoch:
             return {"error": int(ErrorCode.STALE_BROKER_EPOCH)}, b""
         # Clamped so the answer fits in one frame whatever the follower asked (a follower
         # configured before the bound, or another build): an answer over the frame bound is
         # refused by the follower, which would send the same fetch again forever.
-        part_max = min(int(h.get("partition_max_bytes", 1 << 20)), REPLICA_FETCH_RESPONSE_BYTES_MAX)
-        max_wait_ms = int(h.get("max_wait_ms", 0))
-        min_bytes = int(h.get("min_bytes", 1))
-        max_bytes = min(int(h.get("max_bytes", 10 << 20)), REPLICA_FETCH_RESPONSE_BYTES_MAX)
-        session_id, session_epoch = (int(x) for x in h["session"])  # kafkalite.core.fetch_session
-        # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
-        # from a broker that predates it.
-        changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
-                   for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
+        part_max = min(request.partition_max_bytes, REPLICA_FETCH_RESPONSE_BYTES_MAX)
+        max_bytes = min(request.max_bytes, REPLICA_FETCH_RESPONSE_BYTES_MAX)
+        changed = request.changed
         now = monotonic_ms()
         sessions = self.rm.fetch_sessions
-        if session_id == 0:  # a full request opens a session
+        if request.session_id == 0:  # a full request opens a session
             session = sessions.start(replica_id, changed, now)
             to_read = sorted(changed)
         else:
-            session = sessions.get(replica_id, session_id, session_epoch)  # or the follower starts over
-            to_read = session.apply(changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()], now)
-        results = await self.rm.fetch_in_session(session, to_read, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+            session = sessions.get(replica_id, request.session_id, request.session_epoch)  # or the follower starts over
+            to_read = session.apply(changed, request.forgotten, now)
+        results = await self.rm.fetch_in_session(session, to_read, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
                                                  max_bytes=max_bytes, partition_max_bytes=part_max,
-                                                 follower_broker_epoch=int(h.get("broker_epoch", -1)))
+                                                 follower_broker_epoch=request.broker_epoch)
         chunks = []
         pos = 0
         out = []
@@ -168,22 +232,22 @@ class InterBrokerHandlers:
                 pos += len(data)
         return {"error": 0, "session": [session.session_id, session.epoch], "partitions": out}, b"".join(chunks)
 
-    async def _EndOffsets(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _EndOffsets(self, request: EndOffsetsRequest) -> Answer:
         """The high watermarks of partitions led here (a group coordinator's lag figures)."""
         out = []
-        for t, p in h["partitions"]:
-            part = self.rm.partitions.get((t, int(p)))
+        for t, p in request.partitions:
+            part = self.rm.partitions.get((t, p))
             if part is None or not part.is_leader:
                 out.append([t, p, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1])
             else:
                 out.append([t, p, 0, part.hw])
         return {"error": 0, "partitions": out}, b""
 
-    async def _OffsetsForLeaderEpoch(self, h: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    async def _OffsetsForLeaderEpoch(self, request: OffsetsForLeaderEpochRequest) -> Answer:
         out = []
-        for t, p, current_epoch, requested_epoch in h["partitions"]:
+        for t, p, current_epoch, requested_epoch in request.partitions:
             try:
-                answer = self.rm.core.offsets_for_leader_epoch((t, int(p)), int(current_epoch), int(requested_epoch))
+                answer = self.rm.core.offsets_for_leader_epoch((t, p), current_epoch, requested_epoch)
                 out.append([t, p, 0, answer.epoch, answer.end_offset])
             except OPERATING_ERRORS as e:
                 out.append([t, p, error_code_for(e), -1, -1])

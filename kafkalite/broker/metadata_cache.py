@@ -46,10 +46,9 @@ class MetadataCache:
         self._racks: dict[int, str | None] = {}
         self._racks_version = -1
 
-    def apply_update(self, body: dict[str, Any]) -> list[tuple[str, int]]:
-        """Apply an UpdateMetadata body: full snapshot or a delta of changed partitions.
+    def apply_update(self, update: UpdateMetadata) -> list[tuple[str, int]]:
+        """Apply an UpdateMetadata: full snapshot or a delta of changed partitions.
         Returns the partitions it deleted (of deleted topics, or removed partitions)."""
-        update = UpdateMetadata.from_wire(body)
         deleted = [(t, p) for t in update.deleted_topics for p in self.topics.get(t, {})]
         deleted += [(t, p) for t, p in update.deleted_partitions if p in self.topics.get(t, {})]
         self.controller_id = update.controller_id

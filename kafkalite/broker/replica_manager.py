@@ -229,9 +229,8 @@ class ReplicaManager:
     def check_controller(self, controller_epoch: int, broker_epoch: int | None) -> None:
         self.core.check_controller(controller_epoch, -1 if broker_epoch is None else int(broker_epoch))
 
-    def handle_leader_and_isr(self, body: dict[str, Any]) -> dict[str, Any]:
+    def handle_leader_and_isr(self, request: LeaderAndIsr) -> dict[str, Any]:
         started = time.monotonic()
-        request = LeaderAndIsr.from_wire(body)
         changes = self.core.on_leader_and_isr(request, monotonic_ms())
         self.apply_topic_configs(request.topic_configs)
         self._carry_out(changes)
@@ -240,8 +239,8 @@ class ReplicaManager:
             log.info("LeaderAndIsr for %d partitions applied in %.0f ms", len(changes.codes), took_ms)
         return {"error": 0, "partitions": [[t, p, code] for (t, p), code in changes.codes]}
 
-    def handle_stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
-        changes = self.core.on_stop_replica(StopReplica.from_wire(body))
+    def handle_stop_replica(self, request: StopReplica) -> dict[str, Any]:
+        changes = self.core.on_stop_replica(request)
         self._carry_out(changes)
         return {"error": 0, "partitions": [[t, p, code] for (t, p), code in changes.codes]}
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.core.messages import LeaderAndIsr, PartitionLeadership
 from kafkalite.log.config import LogConfig
 from kafkalite.log.log_manager import LogManager
 
@@ -28,8 +29,7 @@ def replica_manager(root: str, broker_id: int, config: LogConfig, settings: Mapp
 
 
 def leader_and_isr(partitions: Sequence[tuple[str, int]], *, leader: int, epoch: int, replicas: Sequence[int],
-                   isr: Sequence[int] | None = None) -> dict[str, Any]:
-    """A LeaderAndIsr request body (as the controller sends it) for `partitions`."""
-    in_sync = list(replicas if isr is None else isr)
-    return {"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
-            "partitions": [[t, p, leader, epoch, in_sync, 0, list(replicas)] for t, p in partitions]}
+                   isr: Sequence[int] | None = None) -> LeaderAndIsr:
+    """A LeaderAndIsr request (as the controller sends it) for `partitions`."""
+    in_sync = tuple(replicas if isr is None else isr)
+    return LeaderAndIsr(9, 1, -1, tuple(PartitionLeadership(t, p, leader, epoch, in_sync, 0, tuple(replicas)) for t, p in partitions))

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from kafkalite.broker.kafka_apis import KafkaApis
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
+from kafkalite.core.messages import UpdateMetadata
 from kafkalite.protocol.codec import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.schema import ApiKey
@@ -14,14 +15,14 @@ from kafkalite.rpc.transport import RpcError
 
 def _cache() -> MetadataCache:
     cache = MetadataCache()
-    cache.apply_update({
+    cache.apply_update(UpdateMetadata.from_wire({
         "controller_id": 1, "controller_epoch": 1, "full": True,
         "brokers": [{"id": b, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": None, "epoch": 1}
                     for b in (1, 2, 3)],
         "partitions": {"t": {"0": [1, 2, [1, 2, 3], [1, 2, 3], []],      # preferred leads
                              "1": [3, 5, [3, 1, 2], [2, 3, 1], []],      # 2 preferred, in ISR
                              "2": [1, 5, [1], [3, 1, 2], []]}},          # 3 preferred, out of ISR
-    })
+    }))
     return cache
 
 
@@ -36,8 +37,9 @@ class FakeController:
         if self.fail:
             raise RpcError("PreferredElection timed out")
         elected = [tp for tp in body["partitions"] if tp == ["t", 1]]
-        self.cache.apply_update({"controller_id": 1, "controller_epoch": 1, "brokers": [b.to_wire() for b in self.cache.brokers.values()],
-                                 "partitions": {"t": {"1": [2, 6, [3, 1, 2], [2, 3, 1], []]}}})
+        self.cache.apply_update(UpdateMetadata.from_wire({
+            "controller_id": 1, "controller_epoch": 1, "brokers": [b.to_wire() for b in self.cache.brokers.values()],
+            "partitions": {"t": {"1": [2, 6, [3, 1, 2], [2, 3, 1], []]}}}))
         return {"error": 0, "elected": elected}, memoryview(b"")
 
 

@@ -9,6 +9,7 @@ import asyncio
 
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.core.consumer_fetch import ClusterView
+from kafkalite.core.messages import LeaderAndIsr, PartitionLeadership
 from kafkalite.log.config import LogConfig
 from kafkalite.log.records import encode_batch
 from kafkalite.testing.replica_managers import leader_and_isr, replica_manager
@@ -56,8 +57,7 @@ async def test_list_offsets_answers_the_epoch_of_the_offsets_records(tmp_path):
 
     rm = _leader(tmp_path)
     await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", b"v", ())] * 3, base_timestamp=1000))])
-    rm.handle_leader_and_isr({"controller_id": 9, "controller_epoch": 1, "broker_epoch": -1,
-                              "partitions": [[TP[0], TP[1], 1, 5, [1], 1, [1]]]})
+    rm.handle_leader_and_isr(LeaderAndIsr(9, 1, -1, (PartitionLeadership(TP[0], TP[1], 1, 5, (1,), 1, (1,)),)))
     await rm.append_records(1, 1000, [(TP[0], TP[1], encode_batch([(b"k", b"v", ())] * 3, base_timestamp=2000))])
     apis = KafkaApis(SimpleNamespace(replica_manager=rm, metadata_cache=MetadataCache(), settings={}))
     assert apis._list_offset(*TP, -2, -1)["leader_epoch"] == 3

@@ -33,9 +33,9 @@ def test_racks_follow_every_update_of_the_live_brokers():
 
     cache = MetadataCache()
     assert cache.racks() == {}
-    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(2, "b"), endpoint(3, None))).to_wire())
+    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(2, "b"), endpoint(3, None))))
     assert cache.racks() == {1: "a", 2: "b", 3: None}
-    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(3, None))).to_wire())  # 2 died
+    cache.apply_update(UpdateMetadata(1, 1, -1, (endpoint(1, "a"), endpoint(3, None))))  # 2 died
     assert cache.racks() == {1: "a", 3: None}
 
 
@@ -52,12 +52,12 @@ def test_an_update_reports_the_partitions_it_deleted():
 
     cache = MetadataCache()
     created = UpdateMetadata(1, 1, -1, brokers, (meta("a", 0), meta("a", 1), meta("b", 0), meta("b", 1)), full=True)
-    assert cache.apply_update(created.to_wire()) == []
-    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_topics=("a", "gone")).to_wire()) == [("a", 0), ("a", 1)]
-    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_partitions=(("b", 1), ("b", 7))).to_wire()) == [("b", 1)]
+    assert cache.apply_update(created) == []
+    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_topics=("a", "gone"))) == [("a", 0), ("a", 1)]
+    assert cache.apply_update(UpdateMetadata(1, 1, -1, brokers, deleted_partitions=(("b", 1), ("b", 7)))) == [("b", 1)]
     # listed again in the same update (a merged delta): not deleted
     again = UpdateMetadata(1, 1, -1, brokers, (meta("b", 0),), deleted_topics=("b",))
-    assert cache.apply_update(again.to_wire()) == []
+    assert cache.apply_update(again) == []
     assert cache.partition("b", 0) is not None
 
 
@@ -76,9 +76,9 @@ def test_a_deletion_merged_with_a_re_creation_still_deletes_what_is_not_listed_a
         return PartitionMetadata("t", p, 1, epoch, (1,), (1,), ())
 
     cache = MetadataCache()
-    cache.apply_update(UpdateMetadata(1, 1, -1, brokers, tuple(meta(p, 7) for p in range(6)), full=True).to_wire())
+    cache.apply_update(UpdateMetadata(1, 1, -1, brokers, tuple(meta(p, 7) for p in range(6)), full=True))
     both = merged(UpdateMetadata(1, 1, -1, brokers, deleted_topics=("t",)),
                   UpdateMetadata(1, 1, -1, brokers, (meta(0, 0), meta(1, 0))))
     assert isinstance(both, UpdateMetadata) and both.deleted_topics == ("t",)
-    assert cache.apply_update(both.to_wire()) == [("t", p) for p in range(2, 6)]
+    assert cache.apply_update(both) == [("t", p) for p in range(2, 6)]
     assert [p for p in range(6) if cache.partition("t", p) is not None] == [0, 1]

@@ -24,6 +24,7 @@ from kafkalite.broker.status_snapshot import (
     RateMeter,
     partition_status,
 )
+from kafkalite.core.messages import UpdateMetadata
 
 
 def _snapshot(**changes) -> dict:
@@ -155,9 +156,10 @@ def test_metadata_cache_remembers_departed_brokers():
     cache = MetadataCache()
 
     def update(ids):
-        return {"controller_id": 1, "controller_epoch": 1, "full": True, "partitions": [], "deleted_topics": [],
-                "brokers": [{"id": i, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": f"r{i}", "epoch": 5}
-                            for i in ids]}
+        return UpdateMetadata.from_wire({
+            "controller_id": 1, "controller_epoch": 1, "full": True, "partitions": [], "deleted_topics": [],
+            "brokers": [{"id": i, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": f"r{i}", "epoch": 5}
+                        for i in ids]})
 
     cache.apply_update(update([1, 2, 3]))
     cache.apply_update(update([1, 3]))
@@ -173,10 +175,11 @@ def test_metadata_lists_a_departed_broker_for_a_grace_period_but_never_as_a_lead
     cache = MetadataCache()
 
     def update(ids, leader):
-        return {"controller_id": 1, "controller_epoch": 1, "full": True, "deleted_topics": [],
-                "partitions": {"t": {0: [leader, 1, ids, [1, 2, 3], []]}},
-                "brokers": [{"id": i, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": None, "epoch": 5}
-                            for i in ids]}
+        return UpdateMetadata.from_wire({
+            "controller_id": 1, "controller_epoch": 1, "full": True, "deleted_topics": [],
+            "partitions": {"t": {0: [leader, 1, ids, [1, 2, 3], []]}},
+            "brokers": [{"id": i, "host": "h", "port": 1, "inter_broker_port": 2, "admin_port": 3, "rack": None, "epoch": 5}
+                        for i in ids]})
 
     cache.apply_update(update([1, 2, 3], 2))
     assert cache.mark_gone(2, 5)  # this broker's own watch found it gone

@@ -20,9 +20,9 @@ ID_A, ID_B = "AAAAAAAAAAAAAAAAAAAAAA", "Fo2k4ddTRzq0Tpo4OwCIlw"
 TP = ("t", 0)
 
 
-def _lai(topic_id: str | None, leader: int = 1, epoch: int = 0) -> dict:
+def _lai(topic_id: str | None, leader: int = 1, epoch: int = 0) -> LeaderAndIsr:
     return LeaderAndIsr(9, 1, -1, (PartitionLeadership("t", 0, leader, epoch, (1,), 0, (1,)),),
-                        topic_ids={} if topic_id is None else {"t": topic_id}).to_wire()
+                        topic_ids={} if topic_id is None else {"t": topic_id})
 
 
 def _metadata(log_dir: str) -> str:
@@ -95,7 +95,7 @@ def test_replaced_logs_rewrite_the_checkpoints_once_per_request(tmp_path):
     real = logs.forget_deleted
     logs.forget_deleted = lambda: (calls.append(1), real())[1]
     request = LeaderAndIsr(9, 1, -1, tuple(PartitionLeadership("t", p, 1, 0, (1,), 0, (1,)) for p in range(3)),
-                           topic_ids={"t": ID_B}).to_wire()
+                           topic_ids={"t": ID_B})
     assert rm.handle_leader_and_isr(request)["partitions"] == [["t", p, 0] for p in range(3)]
     assert calls == [1] and all(rm.partitions[("t", p)].leo == 0 for p in range(3))
     assert checkpoint.read_offsets(os.path.join(log_dir, checkpoint.REPLICATION_OFFSET_CHECKPOINT)) == {}
