@@ -22,6 +22,7 @@ from kafkalite.broker.config_apis import ConfigApis
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for, fail
 from kafkalite.config import ConfigError, validate_topic_config
 from kafkalite.core.group_messages import OFFSETS_TOPIC, partition_for
+from kafkalite.core.messages import PreferredElectionRequest, PreferredElectionResponse
 from kafkalite.core.placement import assign_replicas
 from kafkalite.core.replica_selector import ClientMetadata
 from kafkalite.protocol.codec import RequestHeader, api_versions_entries
@@ -646,12 +647,13 @@ class KafkaApis:
         if client is None:
             return {tp: (int(ErrorCode.NOT_CONTROLLER), "no controller known") for tp in tps}
         try:
-            reply, _ = await client.call("PreferredElection", {"partitions": [list(tp) for tp in tps]}, timeout_ms=timeout_ms)
+            reply, _ = await client.call("PreferredElection", PreferredElectionRequest(tuple(tps)).to_wire(), timeout_ms=timeout_ms)
         except RpcError as e:
             return {tp: (int(ErrorCode.REQUEST_TIMED_OUT), str(e)) for tp in tps}
-        if reply.get("error", 0) != 0:
-            return {tp: (int(reply["error"]), "the controller refused the election") for tp in tps}
-        elected = {(str(t), int(p)) for t, p in reply.get("elected", [])}
+        answer = PreferredElectionResponse.from_wire(reply)
+        if answer.error != 0:
+            return {tp: (answer.error, "the controller refused the election") for tp in tps}
+        elected = set(answer.elected)
         results = {}
         for tp in tps:
             if tp in elected:

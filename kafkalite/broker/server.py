@@ -64,7 +64,7 @@ from kafkalite.clock import wall_ms
 from kafkalite.config import BrokerConfig, make_replica_selector
 from kafkalite.core.consumer_fetch import ClusterView
 from kafkalite.core.group_messages import OFFSETS_TOPIC
-from kafkalite.core.messages import AlterIsrResponse
+from kafkalite.core.messages import AlterIsrResponse, ControlledShutdownRequest, ControlledShutdownResponse
 from kafkalite.core.replica_state import AlterIsrItem
 from kafkalite.log import checkpoint
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleanerManager
@@ -821,13 +821,15 @@ class Broker:
             client = self.peer_client(controller_id) if controller_id >= 0 else None
             if client is not None:
                 try:
-                    header, _ = await client.call("ControlledShutdown", {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+                    header, _ = await client.call("ControlledShutdown",
+                                                  ControlledShutdownRequest(self.broker_id, self.broker_epoch).to_wire(),
                                                   timeout_ms=self.settings["request.timeout.ms"])
-                    if header.get("error", 0) == 0 and not header.get("remaining_partitions"):
+                    answer = ControlledShutdownResponse.from_wire(header)
+                    if answer.error == 0 and not answer.remaining:
                         log.info("controlled shutdown succeeded")
                         return True
                     log.info("controlled shutdown attempt %d: error %s, %d partitions still led", attempt + 1,
-                             header.get("error"), len(header.get("remaining_partitions") or []))
+                             answer.error, len(answer.remaining))
                 except RpcError as e:
                     log.info("controlled shutdown attempt %d failed: %s", attempt + 1, e)
             await asyncio.sleep(self.settings["controlled.shutdown.retry.backoff.ms"] / 1000)
