@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from types import SimpleNamespace
-from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -42,8 +41,7 @@ from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.core.messages import LeaderAndIsr
 from kafkalite.log.config import LogConfig
 from kafkalite.log.records import encode_batch
-from kafkalite.rpc.framing import decode_frame, encode_frame
-from kafkalite.testing.replica_managers import leader_and_isr, replica_manager
+from kafkalite.testing.replica_managers import FramedLoopback, leader_and_isr, replica_manager
 
 TOPIC = "round"
 LEADER = 1
@@ -54,26 +52,6 @@ SETTINGS = {"purgatory.max.size": 100_000, "min.insync.replicas": 2, "replica.fe
             "replica.fetch.wait.max.ms": 500, "request.timeout.ms": 30000, "replica.fetch.min.bytes": 1,
             "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.max.bytes": 1 << 20}
 VALUE = b"v" * 100
-
-
-class FramedLoopback:
-    """An RpcClient's `call` that goes through the frame encoding both ways and the
-    leader's inter-broker handler, with no socket in between."""
-
-    def __init__(self, handlers: InterBrokerHandlers, sender: int):
-        self.handlers = handlers
-        self.sender = sender
-        self.cid = 0
-
-    async def call(self, api: str, body: dict[str, Any], payload: bytes = b"", *, timeout_ms: int = 30000):
-        self.cid += 1
-        header = dict(body, api=api, version=0, correlation_id=self.cid, sender=self.sender)
-        request = b"".join(encode_frame(header, payload))
-        h, p = decode_frame(request[4:])
-        resp, resp_payload = await self.handlers.handle(h, p)
-        resp["correlation_id"] = h["correlation_id"]
-        answer = b"".join(encode_frame(resp, resp_payload))
-        return decode_frame(answer[4:])
 
 
 def _leader_and_isr(partitions: int) -> LeaderAndIsr:

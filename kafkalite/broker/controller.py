@@ -224,7 +224,7 @@ class Controller:
             case AlterIsr(request=request, reply=reply):
                 await self._run_core(core.AlterIsrRequested(request, reply))
             case ControlledShutdown(broker_id=bid, broker_epoch=epoch, reply=reply):
-                await self._run_core(core.ControlledShutdownRequested(bid, -1 if epoch is None else epoch, reply))
+                await self._run_core(core.ControlledShutdownRequested(bid, epoch, reply))
             case _:
                 raise AssertionError(f"unhandled controller event {ev!r}")
 

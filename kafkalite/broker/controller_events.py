@@ -99,7 +99,7 @@ class AlterIsr:
 @dataclass(frozen=True)
 class ControlledShutdown:
     broker_id: int
-    broker_epoch: int | None
+    broker_epoch: int  # -1: the request carried none
     reply: asyncio.Future
 
 

@@ -99,6 +99,17 @@ def _nothing(h: Mapping[str, Any]) -> None:
     return None
 
 
+def _bulk(decode: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """`decode` with the collector paused (kafkalite.gc_pause): a LeaderAndIsr or an
+    UpdateMetadata may list every partition of the cluster."""
+
+    def paused(h: Mapping[str, Any]) -> Any:
+        with gc_paused():
+            return decode(h)
+
+    return paused
+
+
 class InterBrokerHandlers:
     def __init__(self, broker: Broker):
         self.broker = broker
@@ -108,9 +119,9 @@ class InterBrokerHandlers:
         # "_init__" called self.__init__(header), and every later request failed). Each is
         # (decode the header into a typed request, serve it).
         self.apis: dict[str, tuple[Callable[[Mapping[str, Any]], Any], Callable[[Any], Awaitable[Answer]]]] = {
-            "LeaderAndIsr": (LeaderAndIsr.from_wire, self._LeaderAndIsr),
+            "LeaderAndIsr": (_bulk(LeaderAndIsr.from_wire), self._LeaderAndIsr),
             "StopReplica": (StopReplica.from_wire, self._StopReplica),
-            "UpdateMetadata": (UpdateMetadata.from_wire, self._UpdateMetadata),
+            "UpdateMetadata": (_bulk(UpdateMetadata.from_wire), self._UpdateMetadata),
             "Ping": (_nothing, self._Ping),
             "AlterIsr": (AlterIsrRequest.from_wire, self._AlterIsr),
             "ControlledShutdown": (ControlledShutdownRequest.from_wire, self._ControlledShutdown),
@@ -189,9 +200,9 @@ class InterBrokerHandlers:
         return await self._controller_call(lambda reply: AlterIsr(request, reply))
 
     async def _ControlledShutdown(self, request: ControlledShutdownRequest) -> Answer:
-        # (-1: a broker that sent no epoch; the controller then checks none)
-        broker_epoch = None if request.broker_epoch < 0 else request.broker_epoch
-        return await self._controller_call(lambda reply: ControlledShutdown(request.broker_id, broker_epoch, reply))
+        # (-1 when the request carries no epoch: no registered broker has it, so the
+        # controller refuses it STALE_BROKER_EPOCH)
+        return await self._controller_call(lambda reply: ControlledShutdown(request.broker_id, request.broker_epoch, reply))
 
     async def _PreferredElection(self, request: PreferredElectionRequest) -> Answer:
         partitions = None if request.partitions is None else list(request.partitions)
