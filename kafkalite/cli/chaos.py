@@ -37,6 +37,9 @@ per partition for every consumer, every offset up to the highest acknowledged on
 the group, and each member reading in log order between rebalances. Its first violation is
 printed with its context, and the history is written to `--history` (or, on a violation, to
 the cluster directory).
+
+A traceback any broker logged during the run fails it too: an operating error (a disk
+fault, a peer gone) is logged as one line, so a traceback is a bug whatever the fault.
 """
 
 from __future__ import annotations
@@ -300,6 +303,45 @@ def liveness_report(stalls: list[str], not_replicated: list[str], watch_died: st
                   f"replicated within {replication_s:.0f} s of every action"]
 
 
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
+def log_marks(status: dict) -> dict[str, int]:
+    """Each broker log's size now: where this run's lines begin (the logs are appended to,
+    across restarts)."""
+    marks = {}
+    for b in status["brokers"]:
+        try:
+            marks[b["log"]] = os.path.getsize(b["log"])
+        except OSError:
+            marks[b["log"]] = 0
+    return marks
+
+
+def tracebacks_since(marks: dict[str, int], context_lines: int = 3) -> list[str]:
+    """The tracebacks the brokers logged after `marks`, each as its log's name, the line
+    before it (what was logged with it) and its last lines (the exception). A traceback in a
+    broker's log is a bug whatever the fault: an operating error is logged as one line."""
+    found = []
+    for path, start in marks.items():
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        for i, line in enumerate(lines):
+            if line.strip() != TRACEBACK_HEAD:
+                continue
+            end = i + 1
+            while end < len(lines) and (lines[end][:1].isspace() or not lines[end].strip()):
+                end += 1  # the frames are indented; the exception line is the first that is not
+            before = lines[i - 1] if i > 0 else ""
+            tail = lines[max(i + 1, end + 1 - context_lines):end + 1]
+            found.append(f"{os.path.basename(os.path.dirname(path))}: {before.strip()} | " + " | ".join(t.strip() for t in tail))
+    return found
+
+
 def disk_fault(cluster: LocalCluster, action: str, rng: random.Random, topic: str, partitions: int, say_, progress: str) -> str | None:
     """One disk fault, repaired before it returns; what was done, or None if not possible now."""
     from pathlib import Path
@@ -442,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     if status.get("client_config"):  # a `bin/cluster up --secure` cluster: every client (and helper process) uses it
         os.environ[client_security.COMMAND_CONFIG_ENV] = status["client_config"]
         client_security.configure(status["client_config"])
+    marks = log_marks(status)
     say(f"seed {seed}; {n} brokers; topic {args.topic} ({args.partitions} partitions, RF {rf}, min.insync.replicas {min_isr})")
     try:
         ensure_topic(boot, args.topic, args.partitions, rf, min_isr)
@@ -592,8 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     live, lines = liveness_report(watch.stalls, not_replicated, watch_died, args.stall_seconds, args.replication_seconds)
     for line in lines:
         say(line)
+    tracebacks = tracebacks_since(marks)
+    say("NO TRACEBACK IN THE BROKERS' LOGS" if not tracebacks else f"TRACEBACKS IN THE BROKERS' LOGS: {len(tracebacks)}")
+    for tb in tracebacks[:10]:
+        say(f"  {tb}")
     safe = verdict.ok and checked.ok and not group_problems and not replica_problems
-    return 0 if safe and live and not producer_failures else 1
+    return 0 if safe and live and not producer_failures and not tracebacks else 1
 
 
 if __name__ == "__main__":

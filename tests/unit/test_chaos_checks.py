@@ -447,3 +447,26 @@ def test_a_stricter_min_insync_replicas_is_accepted_with_a_note_and_one_above_th
     assert chaos.topic_mismatches(6, {3}, 4, 6, 3, 2) == [
         "its min.insync.replicas is 4, above its replication factor 3: no write can succeed"]
     assert chaos.topic_mismatches(6, {3, 2}, 2, 6, 3, 2) == ["its replication factor is 2/3, not 3"]
+
+
+def test_only_the_tracebacks_a_broker_logged_during_the_run_are_reported(tmp_path):
+    log = tmp_path / "broker-2" / "broker.log"
+    log.parent.mkdir()
+    earlier = ("2026-11-28 10:00:00,000 ERROR [broker 2] kafkalite.x: an old failure\n"
+               "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    g()\nValueError: old\n")
+    log.write_text(earlier)
+    marks = chaos.log_marks({"brokers": [{"log": str(log)}, {"log": str(tmp_path / "never-written.log")}]})
+    assert marks == {str(log): len(earlier), str(tmp_path / "never-written.log"): 0}
+    assert chaos.tracebacks_since(marks) == []
+    with open(log, "a") as f:
+        f.write("2026-11-28 11:00:00,000 ERROR [broker 2] kafkalite.broker.server: log dir /d failed (No space left): "
+                "3 partitions in it are offline\n"  # an operating error: one line, not reported
+                "2026-11-28 11:00:01,000 ERROR [broker 2] kafkalite.rpc.transport: rpc handler failed for LeaderAndIsr\n"
+                "Traceback (most recent call last):\n"
+                "  File \"a.py\", line 3, in handle\n    return serve(request)\n"
+                "  File \"b.py\", line 9, in serve\n    x = d[key]\n"
+                "KeyError: 'partition'\n"
+                "2026-11-28 11:00:02,000 INFO [broker 2] kafkalite.broker.server: went on\n")
+    (found,) = chaos.tracebacks_since(marks)
+    assert found.startswith("broker-2: ") and "rpc handler failed for LeaderAndIsr" in found
+    assert found.endswith("KeyError: 'partition'") and "went on" not in found
