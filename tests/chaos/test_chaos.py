@@ -156,6 +156,7 @@ def test_bin_chaos_reports_nothing_lost(cluster):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOTHING ACKNOWLEDGED WAS LOST" in proc.stdout
     assert "NO ACKNOWLEDGED COMMIT WAS LOST" in proc.stdout  # the verifying consumer group
+    assert "NO TRACEBACK IN THE BROKERS' LOGS" in proc.stdout
     assert "actions:" in proc.stdout
     # The history checker (issue 14) saw the producer's answers and the group's reads.
     checked = next(line for line in proc.stdout.splitlines() if "history check" in line)
