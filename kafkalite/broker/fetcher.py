@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from kafkalite.aio import cancel_and_wait
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
 from kafkalite.broker.partition import Partition
+from kafkalite.broker.peer_messages import OffsetsForLeaderEpochRequest, ReplicaFetchRequest
 from kafkalite.clock import monotonic_ms
 from kafkalite.core.codes import ErrorCode
 from kafkalite.core.consumer_fetch import ClusterView, controller_isr
+from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.core.quota import ReplicationQuotas
 from kafkalite.core.replica_manager import FetchErrorAction, Follow
 from kafkalite.log.errors import LogDirFailure
@@ -119,8 +121,8 @@ class FetcherTask:
         todo = {tp: f for tp, f in self.partitions.items() if f.truncating and f.ready(monotonic_ms())}
         if not todo:
             return
-        req = [[tp[0], tp[1], f.leader_epoch, f.latest_epoch()] for tp, f in todo.items()]
-        header, _ = await self._call(client, "OffsetsForLeaderEpoch", {"partitions": req}, todo, self.manager.settings["request.timeout.ms"])
+        request = OffsetsForLeaderEpochRequest([(tp[0], tp[1], f.leader_epoch, f.latest_epoch()) for tp, f in todo.items()])
+        header, _ = await self._call(client, "OffsetsForLeaderEpoch", request.to_wire(), todo, self.manager.settings["request.timeout.ms"])
         try:
             for topic, p, error, epoch, end_offset in header.get("partitions", []):
                 f = todo.get((topic, int(p)))
@@ -145,24 +147,20 @@ class FetcherTask:
         state = {tp: (f.replica.leo, f.leader_epoch, f.latest_epoch(), f.replica.log_start_offset) for tp, f in ready.items()}
         sent = self._sent
         if self._session[0] == 0:
-            req = [[tp[0], tp[1], *st] for tp, st in state.items()]
-            forgotten: list[list[Any]] = []
+            changed = {tp: SessionPartition(*st) for tp, st in state.items()}
+            forgotten: list[TP] = []
         else:
-            req = [[tp[0], tp[1], *st] for tp, st in state.items() if sent.get(tp) != st]
-            forgotten = [[tp[0], tp[1]] for tp in sent if tp not in state]
+            changed = {tp: SessionPartition(*st) for tp, st in state.items() if sent.get(tp) != st}
+            forgotten = [tp for tp in sent if tp not in state]
+        request = ReplicaFetchRequest(self.manager.broker_id, self.manager.broker_epoch(), settings["replica.fetch.wait.max.ms"],
+                                      settings["replica.fetch.min.bytes"], settings["replica.fetch.response.max.bytes"],
+                                      settings["replica.fetch.max.bytes"], *self._session, changed, forgotten)
         if self._records_answered_at is not None:
             self.manager.metrics.replica_fetch_turnaround.observe(time.monotonic() - self._records_answered_at)
             self._records_answered_at = None
         try:
-            header, payload = await self._call(client, "ReplicaFetch", {
-                "max_wait_ms": settings["replica.fetch.wait.max.ms"],
-                "min_bytes": settings["replica.fetch.min.bytes"],
-                "max_bytes": settings["replica.fetch.response.max.bytes"],
-                "partition_max_bytes": settings["replica.fetch.max.bytes"],
-                "partitions": req,
-                "session": list(self._session),
-                "forgotten": forgotten,
-            }, ready, settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
+            header, payload = await self._call(client, "ReplicaFetch", request.to_wire(), ready,
+                                               settings["replica.fetch.wait.max.ms"] + settings["request.timeout.ms"])
         except RpcError:
             self._reset_session()  # the leader may or may not have applied it
             raise

@@ -5,7 +5,7 @@ applied; requests for the controller role are queued onto its event loop; replic
 answer with a small header and the raw batch bytes as payload.
 
 Every request is decoded into a typed message first (kafkalite.core.messages for the
-controller's, the NamedTuples below for the peers'), then served. A request that does not
+controller's, kafkalite.broker.peer_messages for the peers'), then served. A request that does not
 decode is the sender's bug: answered INVALID_REQUEST with a log line. What fails while a
 decoded request is served is this broker's own bug: it goes to the RPC transport, which logs
 it with its traceback and closes the connection (a KeyError deep in a handler used to be
@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.broker.controller_events import AlterIsr, ControlledShutdown, PreferredElection, Replying
 from kafkalite.broker.errors import OPERATING_ERRORS, error_code_for
+from kafkalite.broker.peer_messages import EndOffsetsRequest, OffsetsForLeaderEpochRequest, ReplicaFetchRequest
 from kafkalite.clock import monotonic_ms
-from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.core.messages import (
     AlterIsrRequest,
     ControlledShutdownRequest,
@@ -42,57 +42,10 @@ log = logging.getLogger(__name__)
 
 
 Answer = tuple[dict[str, Any], bytes]
-TP = tuple[str, int]
 
 # What decoding raises for a field that is missing or of the wrong shape. Caught around
 # decoding only (InterBrokerHandlers.handle).
 _WIRE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-
-
-class ReplicaFetchRequest(NamedTuple):
-    """A follower's fetch in its session with this leader (kafkalite.core.fetch_session):
-    the partitions whose fetch state changed since its last request, and those it no
-    longer fetches. `session_id` 0 opens a session (a full request)."""
-
-    replica_id: int
-    broker_epoch: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    partition_max_bytes: int
-    session_id: int
-    session_epoch: int
-    changed: dict[TP, SessionPartition]
-    forgotten: list[TP]
-
-    @classmethod
-    def from_wire(cls, h: Mapping[str, Any]) -> ReplicaFetchRequest:
-        session_id, session_epoch = (int(x) for x in h["session"])
-        # A sixth field, the follower's log start (DeleteRecords' low watermark), is absent
-        # from a broker that predates it.
-        changed = {(str(t), int(p)): SessionPartition(int(off), int(epoch), int(last_epoch), int(rest[0]) if rest else -1)
-                   for t, p, off, epoch, last_epoch, *rest in h["partitions"]}
-        return cls(int(h["sender"]), int(h.get("broker_epoch", -1)), int(h.get("max_wait_ms", 0)), int(h.get("min_bytes", 1)),
-                   int(h.get("max_bytes", 10 << 20)), int(h.get("partition_max_bytes", 1 << 20)), session_id, session_epoch,
-                   changed, [(str(t), int(p)) for t, p in h.get("forgotten") or ()])
-
-
-class EndOffsetsRequest(NamedTuple):
-    partitions: list[TP]
-
-    @classmethod
-    def from_wire(cls, h: Mapping[str, Any]) -> EndOffsetsRequest:
-        return cls([(str(t), int(p)) for t, p in h["partitions"]])
-
-
-class OffsetsForLeaderEpochRequest(NamedTuple):
-    """(topic, partition, the follower's current leader epoch, the epoch whose end it asks)."""
-
-    partitions: list[tuple[str, int, int, int]]
-
-    @classmethod
-    def from_wire(cls, h: Mapping[str, Any]) -> OffsetsForLeaderEpochRequest:
-        return cls([(str(t), int(p), int(current), int(requested)) for t, p, current, requested in h["partitions"]])
 
 
 def _nothing(h: Mapping[str, Any]) -> None:

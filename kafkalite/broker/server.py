@@ -57,6 +57,7 @@ from kafkalite.broker.log_cleaner import LogCleanerDriver
 from kafkalite.broker.metadata_cache import MetadataCache, MetadataUpdates
 from kafkalite.broker.metrics import EVENT_LOOP_PROBE_S, BrokerMetrics
 from kafkalite.broker.partition import NOT_THE_DISK
+from kafkalite.broker.peer_messages import EndOffsetsRequest
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.tls import HANDSHAKE_TIMEOUT_S as TLS_HANDSHAKE_TIMEOUT_S
 from kafkalite.broker.tls import server_context
@@ -758,7 +759,7 @@ class Broker:
             if client is None:
                 continue
             try:
-                reply, _ = await client.call("EndOffsets", {"partitions": [list(tp) for tp in tps]}, timeout_ms=5000)
+                reply, _ = await client.call("EndOffsets", EndOffsetsRequest(tps).to_wire(), timeout_ms=5000)
             except RpcError as e:
                 log.debug("EndOffsets from %d failed: %s", leader, e)
                 ends.update({tp: self.groups.end_offsets[tp] for tp in tps if tp in self.groups.end_offsets})

@@ -18,6 +18,8 @@ import pytest
 from kafkalite.broker.fetcher import FetcherManager
 from kafkalite.broker.inter_broker import InterBrokerHandlers
 from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.peer_messages import EndOffsetsRequest, OffsetsForLeaderEpochRequest, ReplicaFetchRequest
+from kafkalite.core.fetch_session import SessionPartition
 from kafkalite.core.messages import (
     AlterIsrProposal,
     AlterIsrRequest,
@@ -143,8 +145,10 @@ async def test_a_bug_while_serving_a_replica_fetch_is_not_answered_as_a_malforme
 
 
 def _framed(message) -> dict:
-    """`message` as the receiving broker's handlers get it: its wire form through msgpack."""
-    header, _ = decode_frame(b"".join(encode_frame({"api": "x", "correlation_id": 1, **message.to_wire()}, b""))[4:])
+    """`message` as the receiving broker's handlers get it: its wire form through msgpack,
+    with the `sender` the RPC transport adds."""
+    sender = getattr(message, "replica_id", 7)
+    header, _ = decode_frame(b"".join(encode_frame({"api": "x", "correlation_id": 1, "sender": sender, **message.to_wire()}, b""))[4:])
     return header
 
 
@@ -161,6 +165,11 @@ def _framed(message) -> dict:
     ("ControlledShutdown", ControlledShutdownRequest(3, 12)),
     ("PreferredElection", PreferredElectionRequest(None)),
     ("PreferredElection", PreferredElectionRequest((("t", 0), ("t", 1)))),
+    ("ReplicaFetch", ReplicaFetchRequest(2, 17, 500, 1, 10 << 20, 1 << 20, 0, 0,
+                                         {("t", 0): SessionPartition(5, 4, 3, 0), ("u", 2): SessionPartition(0, 1, -1, -1)}, [])),
+    ("ReplicaFetch", ReplicaFetchRequest(3, 17, 0, 1, 1024, 512, 99, 4, {}, [("t", 0), ("u", 2)])),
+    ("EndOffsets", EndOffsetsRequest([("t", 0), ("__consumer_offsets", 49)])),
+    ("OffsetsForLeaderEpoch", OffsetsForLeaderEpochRequest([("t", 0, 4, 3), ("u", 1, 7, 7)])),
 ])
 def test_what_a_broker_or_the_controller_sends_decodes_to_what_it_built(api, message):
     """After msgpack (tuples become lists, the NamedTuples plain arrays) the receiving
