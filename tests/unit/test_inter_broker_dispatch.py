@@ -165,9 +165,10 @@ def _framed(message) -> dict:
     ("ControlledShutdown", ControlledShutdownRequest(3, 12)),
     ("PreferredElection", PreferredElectionRequest(None)),
     ("PreferredElection", PreferredElectionRequest((("t", 0), ("t", 1)))),
-    ("ReplicaFetch", ReplicaFetchRequest(2, 17, 500, 1, 10 << 20, 1 << 20, 0, 0,
+    # (no field at its from_wire default, so a field to_wire leaves out is seen)
+    ("ReplicaFetch", ReplicaFetchRequest(2, 17, 500, 64, 5 << 20, 256 << 10, 0, 0,
                                          {("t", 0): SessionPartition(5, 4, 3, 0), ("u", 2): SessionPartition(0, 1, -1, -1)}, [])),
-    ("ReplicaFetch", ReplicaFetchRequest(3, 17, 0, 1, 1024, 512, 99, 4, {}, [("t", 0), ("u", 2)])),
+    ("ReplicaFetch", ReplicaFetchRequest(3, 18, 250, 2, 1024, 512, 99, 4, {}, [("t", 0), ("u", 2)])),
     ("EndOffsets", EndOffsetsRequest([("t", 0), ("__consumer_offsets", 49)])),
     ("OffsetsForLeaderEpoch", OffsetsForLeaderEpochRequest([("t", 0, 4, 3), ("u", 1, 7, 7)])),
 ])
@@ -216,3 +217,17 @@ async def test_followers_replicate_through_the_handlers_and_the_framing(tmp_path
 
 def _raise(e: BaseException) -> None:
     raise AssertionError(f"a fetcher failed: {e!r}")
+
+
+def test_the_peer_requests_wire_layout_is_as_brokers_already_running_send_and_read_it():
+    """A round trip cannot see a key renamed, or fields swapped, on both sides at once; a
+    cluster being upgraded one broker at a time would. The layout, pinned."""
+    fetch = ReplicaFetchRequest(2, 17, 500, 64, 5 << 20, 256 << 10, 99, 4, {("t", 0): SessionPartition(5, 4, 3, 0)}, [("u", 2)])
+    assert fetch.to_wire() == {"broker_epoch": 17, "max_wait_ms": 500, "min_bytes": 64, "max_bytes": 5 << 20,
+                               "partition_max_bytes": 256 << 10, "partitions": [["t", 0, 5, 4, 3, 0]], "session": [99, 4],
+                               "forgotten": [["u", 2]]}
+    assert EndOffsetsRequest([("t", 3)]).to_wire() == {"partitions": [["t", 3]]}
+    assert OffsetsForLeaderEpochRequest([("t", 0, 4, 3)]).to_wire() == {"partitions": [["t", 0, 4, 3]]}
+    # A follower from before the log-start field sends five fields a row.
+    old = ReplicaFetchRequest.from_wire({"sender": 2, "session": [0, 0], "partitions": [["t", 0, 5, 4, 3]]})
+    assert old.changed == {("t", 0): SessionPartition(5, 4, 3, -1)} and old.forgotten == []
