@@ -5,11 +5,11 @@ applied; requests for the controller role are queued onto its event loop; replic
 answer with a small header and the raw batch bytes as payload.
 
 Every request is decoded into a typed message first (kafkalite.core.messages for the
-controller's, kafkalite.broker.peer_messages for the peers'), then served. A request that does not
-decode is the sender's bug: answered INVALID_REQUEST with a log line. What fails while a
-decoded request is served is this broker's own bug: it goes to the RPC transport, which logs
-it with its traceback and closes the connection (a KeyError deep in a handler used to be
-answered as a malformed request, with no traceback).
+controller's, kafkalite.broker.peer_messages for the peers'), then served. A request that
+does not decode is the sender's bug: answered INVALID_REQUEST with a log line. What fails
+while a decoded request is served is this broker's own bug: it goes to the RPC transport,
+which logs it with its traceback and closes the connection (a KeyError deep in a handler
+used to be answered as a malformed request, with no traceback).
 """
 
 from __future__ import annotations
