@@ -110,7 +110,7 @@ class FetcherTask:
         for f in sent.values():
             f.in_flight = True
         try:
-            return await client.call(api, {"broker_epoch": self.manager.broker_epoch(), **body}, timeout_ms=timeout_ms)
+            return await client.call(api, body, timeout_ms=timeout_ms)  # (a ReplicaFetch carries the broker epoch the leader fences on)
         except RpcError:
             for f in sent.values():
                 self._on_partition_error(f, int(ErrorCode.REQUEST_TIMED_OUT))

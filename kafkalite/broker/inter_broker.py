@@ -121,7 +121,7 @@ class InterBrokerHandlers:
 
     async def _UpdateMetadata(self, update: UpdateMetadata) -> Answer:
         await self.broker.registered.wait()
-        self.rm.check_controller(update.controller_epoch, update.broker_epoch)
+        self.rm.core.check_controller(update.controller_epoch, update.broker_epoch)
         with gc_paused():  # a full update lists every partition of the cluster
             deleted = self.broker.metadata_cache.apply_update(update)
         if deleted:

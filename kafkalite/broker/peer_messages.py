@@ -2,8 +2,9 @@
 kafkalite.core.messages): a follower's ReplicaFetch and OffsetsForLeaderEpoch, and the
 EndOffsets a group coordinator asks for its lag figures. Each has one `to_wire` (the sender's
 RPC header, less the `sender` the transport adds to every call) and one `from_wire` (the
-receiver's, kafkalite.broker.inter_broker), so the layout is written down once. `from_wire` raises KeyError, TypeError, ValueError or
-IndexError for a header it cannot read: the receiver answers that INVALID_REQUEST.
+receiver's, kafkalite.broker.inter_broker), so the layout is written down once. `from_wire`
+raises KeyError, TypeError, ValueError or IndexError for a header it cannot read: the
+receiver answers that INVALID_REQUEST.
 """
 
 from __future__ import annotations

@@ -226,9 +226,6 @@ class ReplicaManager:
         return int(cfg.get("min.insync.replicas", self.settings["min.insync.replicas"]))
 
     # -- controller requests ------------------------------------------------------------
-    def check_controller(self, controller_epoch: int, broker_epoch: int | None) -> None:
-        self.core.check_controller(controller_epoch, -1 if broker_epoch is None else int(broker_epoch))
-
     def handle_leader_and_isr(self, request: LeaderAndIsr) -> dict[str, Any]:
         started = time.monotonic()
         changes = self.core.on_leader_and_isr(request, monotonic_ms())
