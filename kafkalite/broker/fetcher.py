@@ -156,7 +156,7 @@ class FetcherTask:
                                       settings["replica.fetch.min.bytes"], settings["replica.fetch.response.max.bytes"],
                                       settings["replica.fetch.max.bytes"], *self._session, changed, forgotten)
         if self._records_answered_at is not None:
-            self.manager.metrics.replica_fetch_turnaround.observe(time.monotonic() - self._records_answered_at)
+            self.manager.metrics.replica_fetch_turnaround.observe((), time.monotonic() - self._records_answered_at)
             self._records_answered_at = None
         try:
             header, payload = await self._call(client, "ReplicaFetch", request.to_wire(), ready,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from kafkalite.broker.plain_metrics import PlainCounter, PlainHistogram, PlainMetricsCollector
 from kafkalite.broker.replication_timing import scheduler_seconds
 
 if TYPE_CHECKING:
@@ -83,20 +84,20 @@ def _g(name: str, doc: str, value: float) -> GaugeMetricFamily:
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.active_controller = Gauge("kafkalite_active_controller", "1 on the active controller", registry=r)
         self.offline_log_dirs = Gauge("kafkalite_offline_log_dirs", "log dirs of this broker that failed (KIP-112)", registry=r)
         self.unclean_elections = Counter("kafkalite_unclean_leader_elections", "leaders elected outside the ISR", registry=r)
         self.isr_shrinks = Counter("kafkalite_isr_shrinks", "ISR shrinks accepted by the controller", registry=r)
         self.isr_expands = Counter("kafkalite_isr_expands", "ISR expansions accepted by the controller", registry=r)
-        self.requests = Counter("kafkalite_requests", "client requests by API", ["api"], registry=r)
-        self.latency = Histogram("kafkalite_request_latency_seconds", "request latency by API", ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
+        # Updated per request or per replica fetch: plain numbers (kafkalite.broker.plain_metrics).
+        self.requests = PlainCounter("kafkalite_requests", "client requests by API", ["api"])
+        self.latency = PlainHistogram("kafkalite_request_latency_seconds", "request latency by API", ["api"], buckets=LATENCY_BUCKETS_S)
         # Kafka's TotalTimeMs: from the whole request read off the socket to its response
         # handed to the socket; above `latency` it adds waiting for the handler to start,
         # for earlier responses on the connection (answered in order) and for the write.
-        self.total_time = Histogram("kafkalite_request_total_seconds", "request read to response written, by API",
-                                       ["api"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.total_time = PlainHistogram("kafkalite_request_total_seconds", "request read to response written, by API",
+                                         ["api"], buckets=LATENCY_BUCKETS_S)
         self.event_loop_lag = Histogram("kafkalite_event_loop_lag_seconds", "how late the event loop ran a timer due now "
                                         f"(sampled every {EVENT_LOOP_PROBE_S * 1000:.0f} ms): time no other task could run",
                                         buckets=LOOP_LAG_BUCKETS_S, registry=r)
@@ -106,27 +107,32 @@ class BrokerMetrics:
         # batch to the first fetch of each follower that shows it holds it; on a follower,
         # from a ReplicaFetch answer with records to its next ReplicaFetch sent (the append
         # and its own event loop in between).
-        self.replication_catch_up_time = Histogram("kafkalite_replication_catch_up_seconds", "leader: a batch appended -> the "
-                                                   "follower's fetch that shows it holds it, by follower", ["follower"],
-                                                   buckets=LATENCY_BUCKETS_S, registry=r)
-        self.replica_fetch_turnaround = Histogram("kafkalite_replica_fetch_turnaround_seconds", "follower: a ReplicaFetch answer "
-                                                  "with records received -> the next ReplicaFetch sent", buckets=LATENCY_BUCKETS_S,
-                                                  registry=r)
-        self.messages = Counter("kafkalite_messages_in", "records appended as leader", ["topic"], registry=r)
-        self.bytes_in = Counter("kafkalite_bytes_in", "bytes appended as leader", ["topic"], registry=r)
+        self.replication_catch_up_time = PlainHistogram("kafkalite_replication_catch_up_seconds", "leader: a batch appended -> the "
+                                                        "follower's fetch that shows it holds it, by follower", ["follower"],
+                                                        buckets=LATENCY_BUCKETS_S)
+        self.replica_fetch_turnaround = PlainHistogram("kafkalite_replica_fetch_turnaround_seconds", "follower: a ReplicaFetch "
+                                                       "answer with records received -> the next ReplicaFetch sent",
+                                                       buckets=LATENCY_BUCKETS_S)
+        self.replica_fetch_turnaround.touch()
+        self.messages = PlainCounter("kafkalite_messages_in", "records appended as leader", ["topic"])
+        self.bytes_in = PlainCounter("kafkalite_bytes_in", "bytes appended as leader", ["topic"])
         self.alter_isr_sent = Counter("kafkalite_alter_isr_requests", "AlterIsr requests sent", registry=r)
         # Fetch bytes this broker served, so one can tell which broker served a consumer
         # (KIP-392). Labels: topic; for consumers, whether this broker led the partition or
         # served as a follower, and whether the client's rack (Fetch v11 rack_id) is this
         # broker's: same_rack, other_rack, or unknown (either has none). Cardinality stays
         # at topics x 6, whatever the partitions, clients or rack names.
-        self.consumer_fetch_bytes = Counter("kafkalite_consumer_fetch_bytes", "record bytes served to consumers, by topic, "
-                                            "by this broker's role (leader, follower) and by the client's rack (same_rack, "
-                                            "other_rack, unknown)", ["topic", "served_as", "locality"], registry=r)
-        self.replica_fetch_bytes = Counter("kafkalite_replica_fetch_bytes", "record bytes served to follower replicas (replication)",
-                                           ["topic"], registry=r)
-        self.preferred_read_replica_redirects = Counter("kafkalite_preferred_read_replica_redirects", "consumer fetches this leader "
-                                                        "answered with a preferred read replica instead of records", ["topic"], registry=r)
+        self.consumer_fetch_bytes = PlainCounter("kafkalite_consumer_fetch_bytes", "record bytes served to consumers, by topic, "
+                                                 "by this broker's role (leader, follower) and by the client's rack (same_rack, "
+                                                 "other_rack, unknown)", ["topic", "served_as", "locality"])
+        self.replica_fetch_bytes = PlainCounter("kafkalite_replica_fetch_bytes", "record bytes served to follower replicas "
+                                                "(replication)", ["topic"])
+        self.preferred_read_replica_redirects = PlainCounter("kafkalite_preferred_read_replica_redirects", "consumer fetches this "
+                                                             "leader answered with a preferred read replica instead of records",
+                                                             ["topic"])
+        r.register(PlainMetricsCollector([self.requests, self.latency, self.total_time, self.replication_catch_up_time,
+                                          self.replica_fetch_turnaround, self.messages, self.bytes_in, self.consumer_fetch_bytes,
+                                          self.replica_fetch_bytes, self.preferred_read_replica_redirects]))
         # The log cleaner (kafkalite.broker.log_cleaner): passes by outcome (swapped: its
         # segments replaced the old ones; discarded: the log changed meanwhile; failed),
         # bytes it read and wrote, records it removed (superseded by a later record of the
@@ -142,51 +148,41 @@ class BrokerMetrics:
             self.cleaner_passes.labels(outcome)
         self.lags: dict[tuple[str, int], int] = {}
         for api in ("Produce", "Fetch"):  # exported from the start, as Kafka's request metrics are
-            self.latency.labels(api)
+            self.latency.touch(api)
         for api in ("PRODUCE", "FETCH", "METADATA"):
-            self.requests.labels(api)
+            self.requests.touch(api)
 
     def attach(self, broker: Broker) -> None:
         self.registry.register(_StateCollector(broker))
 
-    def _child(self, metric: Any, *values: str) -> Any:
-        """`metric.labels(*values)`, made once: prometheus_client's labels() takes a lock
-        and builds the key on every call, and these are called per request and per
-        replica fetch (no labelled child here is ever removed)."""
-        key = (id(metric), values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
-
     def request(self, api: str) -> None:
-        self._child(self.requests, api).inc()
+        self.requests.inc(api)
 
     def request_total(self, api: str, seconds: float) -> None:
-        self._child(self.total_time, api).observe(seconds)
+        self.total_time.observe(api, seconds)
 
     def request_latency(self, api: str, seconds: float) -> None:
-        self._child(self.latency, api).observe(seconds)
+        self.latency.observe(api, seconds)
 
     def replication_catch_up(self, follower: int, seconds: float) -> None:
-        self._child(self.replication_catch_up_time, str(follower)).observe(seconds)
+        self.replication_catch_up_time.observe(str(follower), seconds)
 
     def messages_in(self, topic: str, count: int, size: int) -> None:
-        self._child(self.messages, topic).inc(count)
-        self._child(self.bytes_in, topic).inc(size)
+        self.messages.inc(topic, count)
+        self.bytes_in.inc(topic, size)
 
     def fetch_bytes_served(self, topic: str, served_as: str, size: int, locality: str = "unknown") -> None:
         """`served_as`: "leader" or "follower" for a consumer (`locality`: same_rack,
         other_rack or unknown), "replication" for a follower."""
         if served_as == "replication":
-            self._child(self.replica_fetch_bytes, topic).inc(size)
+            self.replica_fetch_bytes.inc(topic, size)
         else:
             assert served_as in ("leader", "follower")
             assert locality in ("same_rack", "other_rack", "unknown")
-            self._child(self.consumer_fetch_bytes, topic, served_as, locality).inc(size)
+            self.consumer_fetch_bytes.inc((topic, served_as, locality), size)
 
     def preferred_read_replica_redirect(self, topic: str) -> None:
-        self.preferred_read_replica_redirects.labels(topic).inc()
+        self.preferred_read_replica_redirects.inc(topic)
 
     def cleaner_pass(self, outcome: str, seconds: float, stats: Any = None) -> None:
         """One log cleaner pass; `stats` is its CleanerStats (None if it failed)."""
