@@ -24,7 +24,18 @@ from kafkalite.core.replica_state import LeaderAndIsrState
 from kafkalite.log import batch_filter
 from kafkalite.log.errors import LogDirError, LogDirFailure
 from kafkalite.log.log import Log
-from kafkalite.log.records import BatchHeader, iter_headers, validate_batches, verify_stored_batches
+from kafkalite.log.records import (
+    H_BASE_SEQUENCE,
+    H_LAST_OFFSET_DELTA,
+    H_PRODUCER_EPOCH,
+    H_PRODUCER_ID,
+    H_RECORD_COUNT,
+    BatchHeader,
+    check_one_client_batch,
+    iter_headers,
+    validate_batches,
+    verify_stored_batches,
+)
 from kafkalite.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -167,38 +178,44 @@ class Partition(Replica):
         broker leads with enough replicas); returns (AppendResult, duplicate_of).
         Raises the storage engine's typed errors for bad batches."""
         assert self.state.is_leader
-        headers = validate_batches(records)
-        if len(headers) != 1:
-            # Kafka's rule for Produce v3 and later (all kafkalite serves): one batch per
-            # partition. The idempotence check below judges one batch; a second one would
-            # go unchecked and unrecorded (a retry of the request would be written twice).
-            raise fail(ErrorCode.INVALID_RECORD, f"{len(headers)} record batches for {self.topic}-{self.partition};"
-                       " a produce request carries exactly one per partition")
+        fields = check_one_client_batch(records)  # the usual case, checked in a few calls
+        if fields is None:  # anything else: judged in full, and refused unless it is one batch
+            headers = validate_batches(records)
+            if len(headers) != 1:
+                # Kafka's rule for Produce v3 and later (all kafkalite serves): one batch per
+                # partition. The idempotence check below judges one batch; a second one would
+                # go unchecked and unrecorded (a retry of the request would be written twice).
+                raise fail(ErrorCode.INVALID_RECORD, f"{len(headers)} record batches for {self.topic}-{self.partition};"
+                           " a produce request carries exactly one per partition")
+            records = bytes(records)
+            fields = check_one_client_batch(records)
+            assert fields is not None, "one valid batch"
+        record_count = fields[H_RECORD_COUNT]
         if self.log.config.compact:
             # Only a compacted topic's records are read here (it costs a pass over every
             # record); its cleaner needs each record keyed, and record offsets in order
             # (Kafka's LogValidator refuses both, or rewrites the offsets).
-            for pos, header in headers:
-                spans = batch_filter.record_spans(batch_filter.record_data(records[pos : pos + header.size_bytes]), header.record_count)
-                if not batch_filter.offset_deltas_in_order(spans, header.last_offset_delta):
-                    raise fail(ErrorCode.INVALID_RECORD, f"{self.topic}-{self.partition}: the record offset deltas of a batch"
-                               f" of {header.record_count} records must be 0..{header.record_count - 1}")
-                if any(span.key is None for span in spans):
-                    raise fail(ErrorCode.INVALID_RECORD, f"compacted topic {self.topic} cannot accept a record without a key")
-        idem = headers[0][1] if headers[0][1].producer_id >= 0 else None
-        if idem is not None:
+            spans = batch_filter.record_spans(batch_filter.record_data(records), record_count)
+            if not batch_filter.offset_deltas_in_order(spans, fields[H_LAST_OFFSET_DELTA]):
+                raise fail(ErrorCode.INVALID_RECORD, f"{self.topic}-{self.partition}: the record offset deltas of a batch"
+                           f" of {record_count} records must be 0..{record_count - 1}")
+            if any(span.key is None for span in spans):
+                raise fail(ErrorCode.INVALID_RECORD, f"compacted topic {self.topic} cannot accept a record without a key")
+        producer_id = fields[H_PRODUCER_ID]
+        if producer_id >= 0:
             if not self._producers_loaded:  # its load at the leadership failed
                 self._load_producers()
-            last_seq = last_sequence(idem.base_sequence, idem.record_count)
-            verdict = self.producers.check(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq)
+            producer_epoch, base_sequence = fields[H_PRODUCER_EPOCH], fields[H_BASE_SEQUENCE]
+            last_seq = last_sequence(base_sequence, record_count)
+            verdict = self.producers.check(producer_id, producer_epoch, base_sequence, last_seq)
             if verdict.kind is VerdictKind.DUPLICATE:
                 return None, (verdict.first_offset, verdict.last_offset)
             if verdict.kind is VerdictKind.ERROR:
-                raise fail(int(verdict.error), f"producer {idem.producer_id}: {verdict.error.name}")
+                raise fail(int(verdict.error), f"producer {producer_id}: {verdict.error.name}")
         with disk_io(self.log):
-            result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
-        if idem is not None:
-            self.producers.record(idem.producer_id, idem.producer_epoch, idem.base_sequence, last_seq, result.first_offset, result.last_offset)
+            result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms, checked=fields)
+        if producer_id >= 0:
+            self.producers.record(producer_id, producer_epoch, base_sequence, last_seq, result.first_offset, result.last_offset)
         if self.append_times is None:
             self.append_times = AppendTimes()
         self.append_times.appended(result.last_offset + 1, time.monotonic())

@@ -166,3 +166,58 @@ def test_varint_round_trip(n):
     out = bytearray()
     records.write_varint(out, n)
     assert records.read_varint(bytes(out), 0) == (n, len(out))
+
+
+# -- check_one_client_batch: validate_batches' verdict on one batch, in fewer calls ------------
+def _one_batch(records_n: int, *, producer_id: int = -1, attrs_or: int = 0) -> bytearray:
+    batch = bytearray(records.encode_batch([(b"k", b"v" * i, ()) for i in range(records_n)], base_timestamp=1_700_000_000_000,
+                                           producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                           base_sequence=0 if producer_id >= 0 else -1))
+    batch[22] |= attrs_or  # attributes' low byte (position 21..22); the CRC no longer matches if set
+    return batch
+
+
+@settings(max_examples=300, deadline=None)
+@given(records_n=st.integers(1, 5), producer_id=st.sampled_from([-1, 7]), flips=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 255)), max_size=2),
+       cut=st.sampled_from([None, 1, 30, 61]), extra=st.sampled_from([b"", b"\0" * 5]))
+def test_check_one_client_batch_agrees_with_validate_batches(records_n, producer_id, flips, cut, extra):
+    buf = _one_batch(records_n, producer_id=producer_id)
+    for pos, xor in flips:  # corrupt any byte: length, magic, CRC, counts, attributes, body
+        if pos < len(buf):
+            buf[pos] ^= xor
+    if cut is not None:
+        buf = buf[:-cut]
+    data = bytes(buf) + extra
+    try:
+        expected = records.validate_batches(data)
+    except (CorruptRecordError, InvalidRecordError) as e:
+        expected = type(e)
+    try:
+        got = records.check_one_client_batch(data)
+    except (CorruptRecordError, InvalidRecordError) as e:
+        got = type(e)
+    if isinstance(expected, type):
+        assert got in (expected, None), (got, expected)  # the same error (and code); None: not one whole batch
+    elif len(expected) == 1:
+        assert got == records.HEADER_STRUCT.unpack_from(data), got
+        assert records.BatchHeader(*got) == expected[0][1]
+    else:
+        assert got is None
+
+
+def test_check_one_client_batch_leaves_what_is_not_one_bytes_batch_to_validate_batches():
+    one = bytes(_one_batch(2))
+    assert records.check_one_client_batch(one) == records.HEADER_STRUCT.unpack_from(one)
+    assert records.check_one_client_batch(one + one) is None  # two batches
+    assert records.check_one_client_batch(bytearray(one)) is None  # not bytes
+    assert records.check_one_client_batch(memoryview(one)) is None
+    assert records.check_one_client_batch(b"") is None
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        records.check_one_client_batch(bytes(_one_batch(2, attrs_or=0x01)))
+    control = bytearray(one)
+    control[22] |= records.CONTROL_MASK
+    with pytest.raises(CorruptRecordError, match="CRC"):  # the CRC first, as validate_batches
+        records.check_one_client_batch(bytes(control))
+    control[17:21] = records._crc32c(bytes(control[21:])).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError, match="control"):
+        records.check_one_client_batch(bytes(control))
