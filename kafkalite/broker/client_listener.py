@@ -180,7 +180,7 @@ class ClientListener(StreamServer):
         except KafkaliteError as e:
             log.warning("closing %s: malformed request (%s); first bytes %s", peer, e, frame[:48].hex())
             return None
-        api = ApiKey(header.api_key).name
+        api = _API_NAMES[header.api_key]  # (decoded: an API this broker serves)
         self.broker.metrics.request(api)
         return asyncio.create_task(self._handle(header, body, state)), api
 
@@ -239,6 +239,7 @@ class ClientListener(StreamServer):
 
 
 _NOTHING_READY = object()  # _send_loop: no answer queued behind the ones just written
+_API_NAMES = {int(k): k.name for k in ApiKey}  # ApiKey(n).name, without the enum's call per request
 _PARKING_APIS = frozenset({ApiKey.FETCH.name, ApiKey.PRODUCE.name})  # ended with their connection
 
 

@@ -289,7 +289,8 @@ class ReplicaManager:
         for topic, p, records in entries:
             tp = (topic, p)
             try:
-                part = self.core.check_append(tp, acks, self.min_isr(topic))
+                min_isr = self.min_isr(topic)
+                part = self.core.check_append(tp, acks, min_isr)
                 if leader_epochs is not None and part.leader_epoch != leader_epochs[tp]:
                     raise fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{p} is led in epoch {part.leader_epoch}, not {leader_epochs[tp]}")
                 max_bytes = int(self.topic_configs.get(topic, {}).get("max.message.bytes", self.settings["message.max.bytes"]))
@@ -300,12 +301,12 @@ class ReplicaManager:
                     first, last = dup
                     results[tp] = {"error": 0, "base_offset": first, "log_start_offset": part.log_start_offset}
                     if acks == -1:  # answered once the HW passes the original batch
-                        waiting[tp] = ProducePartitionStatus(last, part.epoch_at(last), self.min_isr(topic))
+                        waiting[tp] = ProducePartitionStatus(last, part.epoch_at(last), min_isr)
                     continue
                 results[tp] = {"error": 0, "base_offset": result.first_offset, "log_start_offset": part.log_start_offset}
                 self.metrics.messages_in(topic, result.record_count, len(records))
                 if acks == -1:
-                    waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, self.min_isr(topic))
+                    waiting[tp] = ProducePartitionStatus(result.last_offset, part.leader_epoch, min_isr)
             except LogDirFailure as e:
                 results[tp] = {"error": error_code_for(e), "base_offset": -1, "log_start_offset": -1}
                 self.on_log_dir_failure(e)
