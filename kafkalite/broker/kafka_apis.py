@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")  # the whole name: fullmatch ("$" would let a final newline through)
 TOPIC_NAME_LEN_MAX = 249
 # As Kafka's KRaft controller (ReplicationControlManager's MAX_PARTITIONS_PER_BATCH): a
 # CreateTopics or CreatePartitions that would add more is refused whole with
@@ -71,7 +71,7 @@ def topic_name_error(name: Any) -> str | None:
         return "topic name cannot be '.' or '..'"
     if len(name) > TOPIC_NAME_LEN_MAX:
         return f"topic name is longer than {TOPIC_NAME_LEN_MAX} characters"
-    if not TOPIC_NAME_RE.match(name):
+    if not TOPIC_NAME_RE.fullmatch(name):
         return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
     if len(_LEGAL_TOPIC_NAMES) >= LEGAL_TOPIC_NAMES_KEPT:
         _LEGAL_TOPIC_NAMES.clear()  # bounded: a client naming endless topics costs the full check again, nothing more

@@ -178,8 +178,8 @@ class Partition(Replica):
         broker leads with enough replicas); returns (AppendResult, duplicate_of).
         Raises the storage engine's typed errors for bad batches."""
         assert self.state.is_leader
-        fields = check_one_client_batch(records)  # the usual case, checked in a few calls
-        if fields is None:  # anything else: judged in full, and refused unless it is one batch
+        checked = check_one_client_batch(records)  # the usual case, checked in a few calls
+        if checked is None:  # anything else: judged in full, and refused unless it is one batch
             headers = validate_batches(records)
             if len(headers) != 1:
                 # Kafka's rule for Produce v3 and later (all kafkalite serves): one batch per
@@ -188,8 +188,9 @@ class Partition(Replica):
                 raise fail(ErrorCode.INVALID_RECORD, f"{len(headers)} record batches for {self.topic}-{self.partition};"
                            " a produce request carries exactly one per partition")
             records = bytes(records)
-            fields = check_one_client_batch(records)
-            assert fields is not None, "one valid batch"
+            checked = check_one_client_batch(records)
+            assert checked is not None, "one valid batch"
+        fields = checked.fields
         record_count = fields[H_RECORD_COUNT]
         if self.log.config.compact:
             # Only a compacted topic's records are read here (it costs a pass over every
@@ -213,7 +214,7 @@ class Partition(Replica):
             if verdict.kind is VerdictKind.ERROR:
                 raise fail(int(verdict.error), f"producer {producer_id}: {verdict.error.name}")
         with disk_io(self.log):
-            result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms, checked=fields)
+            result = self.log.append_as_leader(records, self.state.leader_epoch, now_ms, checked=checked)
         if producer_id >= 0:
             self.producers.record(producer_id, producer_epoch, base_sequence, last_seq, result.first_offset, result.last_offset)
         if self.append_times is None:

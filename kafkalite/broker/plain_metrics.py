@@ -25,10 +25,12 @@ from prometheus_client.utils import floatToGoString
 
 
 def _label_values(key: Hashable, arity: int) -> list[str]:
+    """The label values a child's key stands for; checked when the child is made, so a
+    wrong key fails where it is used, not at every scrape after it."""
     if arity == 1:
-        assert isinstance(key, str), key
+        assert type(key) is str, key
         return [key]
-    assert isinstance(key, tuple) and len(key) == arity, (key, arity)
+    assert type(key) is tuple and len(key) == arity and all(type(v) is str for v in key), (key, arity)
     return list(key)
 
 
@@ -47,11 +49,17 @@ class PlainCounter:
     def inc(self, key: Hashable = (), amount: float = 1) -> None:
         assert amount >= 0, amount
         values = self.values
-        values[key] = values.get(key, 0) + amount
+        total = values.get(key)
+        if total is None:
+            _label_values(key, len(self.labelnames))
+            total = 0
+        values[key] = total + amount
 
     def touch(self, key: Hashable = ()) -> None:
         """Export the child at 0 before its first increment."""
-        self.values.setdefault(key, 0)
+        if key not in self.values:
+            _label_values(key, len(self.labelnames))
+            self.values[key] = 0
 
     def collect(self) -> list[CounterMetricFamily]:
         family = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
@@ -87,6 +95,7 @@ class PlainHistogram:
         """The child of `key`, made (and exported, empty) if it was not there."""
         counts = self.children.get(key)
         if counts is None:
+            _label_values(key, len(self.labelnames))
             counts = self.children[key] = [0] * (len(self.bounds) + 1) + [0.0]
         return counts
 
@@ -103,12 +112,19 @@ class PlainHistogram:
 
 
 class PlainMetricsCollector:
-    """Registers a set of plain families with a prometheus_client registry."""
+    """Registers a set of plain families with a prometheus_client registry. `describe`
+    names them without their samples, as the registry asks (it refuses a name registered
+    twice, and a registry restricted to some names serves only those)."""
 
     def __init__(self, families: Sequence[PlainCounter | PlainHistogram]):
         names = [f.name for f in families]
         assert len(names) == len(set(names)), names
         self.families = tuple(families)
+
+    def describe(self):
+        for family in self.families:
+            kind = CounterMetricFamily if isinstance(family, PlainCounter) else HistogramMetricFamily
+            yield kind(family.name, family.doc, labels=family.labelnames)
 
     def collect(self):
         for family in self.families:

@@ -38,7 +38,6 @@ from kafkalite.log.records import (
     H_LEADER_EPOCH,
     H_MAX_TIMESTAMP,
     H_RECORD_COUNT,
-    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     PREFIX_STRUCT,
@@ -272,26 +271,28 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int, *, checked: tuple | None = None) -> AppendResult:
-        """Validate producer batches, assign offsets from the LEO and stamp `leader_epoch`,
-        then write them. The base offset and leader epoch are rewritten by writing a fresh
-        21-byte prefix in front of each batch's CRC-covered bytes (one pwritev, no
-        re-encode, no copy beyond the one the CRC check makes).
+    def append_as_leader(self, batches: bytes, leader_epoch: int, now_ms: int, *,
+                         checked: records.CheckedBatch | None = None) -> AppendResult:
+        """Validate producer batches (unless `checked`), assign offsets from the LEO and
+        stamp `leader_epoch`, then write them. The base offset and leader epoch are rewritten
+        by writing a fresh 21-byte prefix in front of each batch's CRC-covered bytes (one
+        pwritev, no re-encode, no copy beyond the one the CRC check makes).
 
-        Hot path (bench/log_append.py): a single `bytes` batch takes `_append_one`, which
-        makes the same checks with fewer Python calls (records.check_one_client_batch).
-        `checked`: what that check returned for `batches`, when the caller made it already
-        (the partition, which needs the header before the append); it is not made twice."""
+        Hot path (bench/log_append.py): a single `bytes` batch is checked by
+        records.check_one_client_batch (validate_batches' checks in fewer Python calls) and
+        written by `_append_one`. `checked`: what that check returned for `batches`, when the
+        caller made it already (the partition, which needs the header before the append);
+        the batch is then not checked again."""
         latest_epoch = self.leader_epoch_cache.latest_epoch
         assert leader_epoch >= latest_epoch, "a leader's epoch never decreases"
         if leader_epoch > latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, self._leo)
+        if checked is None:
+            checked = records.check_one_client_batch(batches)
+        else:
+            assert type(checked) is records.CheckedBatch and len(batches) == CRC_START + len(checked.body), "checked is this batch"
         if checked is not None:
-            assert type(batches) is bytes and checked == HEADER_STRUCT.unpack_from(batches), "checked is this batch's header"
-            return self._append_one(batches, checked, leader_epoch, now_ms)
-        fields = records.check_one_client_batch(batches)
-        if fields is not None:
-            return self._append_one(batches, fields, leader_epoch, now_ms)
+            return self._append_one(checked, leader_epoch, now_ms)
         if not batches:
             raise InvalidRecordError("no record batches")
         scanned = records.scan_batches(batches)
@@ -316,15 +317,15 @@ class Log:
         self._write(pieces, metas, len(batches), now_ms)
         return AppendResult(first_offset, offset - 1, max_timestamp, len(scanned), record_count)
 
-    def _append_one(self, batch: bytes, fields: tuple, leader_epoch: int, now_ms: int) -> AppendResult:
-        """append_as_leader for exactly one batch in a `bytes` object that passed
-        records.check_one_client_batch (`fields` its header), with the roll check inlined."""
+    def _append_one(self, checked: records.CheckedBatch, leader_epoch: int, now_ms: int) -> AppendResult:
+        """append_as_leader for exactly one batch that passed records.check_one_client_batch,
+        with the roll check inlined."""
+        fields, body = checked
         delta = fields[H_LAST_OFFSET_DELTA]
-        body = batch[CRC_START:]
         first_offset = self._leo
         last_offset = first_offset + delta
         max_timestamp = fields[H_MAX_TIMESTAMP]
-        size = len(batch)
+        size = CRC_START + len(body)
         segment = self._segments[-1]
         started = segment.rolling_timestamp_ms
         config = self.config

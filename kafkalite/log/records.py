@@ -21,7 +21,8 @@ Layout of a batch (big-endian), offsets in bytes from the batch start:
 
 The CRC is always computed with google_crc32c's C extension. Its API takes only `bytes`,
 so the hot path slices the CRC region out once and reuses that `bytes` object to write
-the batch (see `scan_batches`), which keeps the append path at one copy.
+the batch (see `scan_batches` and `check_one_client_batch`), which keeps the append path at
+one copy.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from google_crc32c import cext as _crc32c_cext
 
@@ -425,12 +427,20 @@ def check_client_batch(pos: int, fields: tuple) -> None:
         raise InvalidRecordError(f"batch at position {pos}: clients may not set the delete horizon flag (attribute bit 6)")
 
 
-def check_one_client_batch(buf) -> tuple | None:
+class CheckedBatch(NamedTuple):
+    """One client batch that passed check_one_client_batch: its raw header fields and its
+    CRC-covered bytes [21:], the copy the CRC check made, which the log writes."""
+
+    fields: tuple
+    body: bytes
+
+
+def check_one_client_batch(buf) -> CheckedBatch | None:
     """validate_batches for the common case in a few Python calls (a produce request's
-    partition carries one batch): the raw header fields of `buf` when it is a `bytes` object
-    holding exactly one whole batch, after the same checks (framing, CRC, the client rules;
-    the precise checkers run only to raise the right error); None when it is anything else,
-    for validate_batches to judge. Raises what validate_batches raises."""
+    partition carries one batch): `buf` as a CheckedBatch when it is a `bytes` object holding
+    exactly one whole batch, after the same checks (framing, CRC, the client rules; the
+    precise checkers run only to raise the right error); None when it is anything else, for
+    validate_batches to judge. Raises what validate_batches raises."""
     if type(buf) is not bytes or len(buf) < BATCH_HEADER_SIZE:
         return None
     fields = HEADER_STRUCT.unpack_from(buf)
@@ -442,12 +452,13 @@ def check_one_client_batch(buf) -> tuple | None:
            or fields[H_ATTRIBUTES] & (CONTROL_MASK | DELETE_HORIZON_MASK))
     if bad:  # in validate_batches' order: the framing, the CRC, then the client rules
         check_header_fields(fields, 0)
-    if _crc32c(buf[CRC_START:]) != fields[H_CRC]:
+    body = buf[CRC_START:]
+    if _crc32c(body) != fields[H_CRC]:
         raise CorruptRecordError(f"batch at position 0 (base offset {fields[0]}) fails its CRC-32C check")
     if bad:
         check_client_batch(0, fields)
         raise AssertionError("unreachable: the checkers above raise")
-    return fields
+    return CheckedBatch(fields, body)
 
 
 def validate_batches(buf, *, from_client: bool = True) -> list[tuple[int, BatchHeader]]:

@@ -70,15 +70,34 @@ def test_families_without_labels_and_children_exported_before_their_first_update
     assert 'c_total{api="PRODUCE"} 1.0' in text
 
 
-def test_a_counter_never_goes_down_and_a_key_must_match_the_labels():
+def test_a_counter_never_goes_down_and_a_key_must_match_the_labels_where_it_is_used():
     counter = PlainCounter("c", "doc", ["topic", "served_as"])
     with pytest.raises(AssertionError):
         counter.inc(("t", "leader"), -1)
-    counter.inc("t", 1)  # one value where two labels are declared
-    with pytest.raises(AssertionError):
-        counter.collect()
+    for bad in ("t", ("t",), ("t", 2), ()):  # one value where two labels are declared, a number, none
+        with pytest.raises(AssertionError):
+            counter.inc(bad, 1)
+        with pytest.raises(AssertionError):
+            counter.touch(bad)
+    hist = PlainHistogram("h", "doc", ["api"], buckets=(1.0,))
+    for bad in (("PRODUCE",), 3, ()):
+        with pytest.raises(AssertionError):
+            hist.observe(bad, 0.5)
+    assert counter.values == {} and hist.children == {}  # nothing kept that would break a scrape
     with pytest.raises(AssertionError):
         PlainHistogram("h", "doc", buckets=(1.0, 0.5))  # bounds out of order
+
+
+def test_the_registry_knows_the_plain_families_by_name():
+    from prometheus_client.registry import RestrictedRegistry
+
+    metrics = BrokerMetrics()
+    metrics.request("PRODUCE")
+    with pytest.raises(ValueError, match="Duplicated"):  # a name registered twice is refused, as for any metric
+        metrics.registry.register(PlainMetricsCollector([PlainCounter("kafkalite_requests", "again", ["api"])]))
+    restricted = generate_latest(RestrictedRegistry(["kafkalite_requests_total"], metrics.registry)).decode()
+    assert 'kafkalite_requests_total{api="PRODUCE"} 1.0' in restricted
+    assert "kafkalite_messages_in" not in restricted
 
 
 def test_the_broker_exports_its_request_path_metrics_under_their_old_names():

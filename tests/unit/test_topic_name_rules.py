@@ -15,7 +15,7 @@ def test_legal_names_pass_and_pass_again_from_the_memo(name):
     assert topic_name_error(name) is None
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a b", "x" * (TOPIC_NAME_LEN_MAX + 1), "t/1", None, ["t"], b"t"])
+@pytest.mark.parametrize("name", ["", ".", "..", "a b", "x" * (TOPIC_NAME_LEN_MAX + 1), "t/1", "abc\n", "\nabc", None, ["t"], b"t"])
 def test_illegal_names_are_refused_every_time_and_never_remembered(name):
     for _ in range(2):
         assert topic_name_error(name) is not None

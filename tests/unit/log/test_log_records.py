@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
@@ -169,55 +171,75 @@ def test_varint_round_trip(n):
 
 
 # -- check_one_client_batch: validate_batches' verdict on one batch, in fewer calls ------------
-def _one_batch(records_n: int, *, producer_id: int = -1, attrs_or: int = 0) -> bytearray:
-    batch = bytearray(records.encode_batch([(b"k", b"v" * i, ()) for i in range(records_n)], base_timestamp=1_700_000_000_000,
-                                           producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                           base_sequence=0 if producer_id >= 0 else -1))
-    batch[22] |= attrs_or  # attributes' low byte (position 21..22); the CRC no longer matches if set
-    return batch
+def _one_batch(records_n: int, *, producer_id: int = -1) -> bytearray:
+    return bytearray(records.encode_batch([(b"k", b"v" * i, ()) for i in range(records_n)], base_timestamp=1_700_000_000_000,
+                                          producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                          base_sequence=0 if producer_id >= 0 else -1))
 
 
-@settings(max_examples=300, deadline=None)
-@given(records_n=st.integers(1, 5), producer_id=st.sampled_from([-1, 7]), flips=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 255)), max_size=2),
-       cut=st.sampled_from([None, 1, 30, 61]), extra=st.sampled_from([b"", b"\0" * 5]))
-def test_check_one_client_batch_agrees_with_validate_batches(records_n, producer_id, flips, cut, extra):
+def _with_crc(buf: bytearray) -> bytearray:
+    buf[17:21] = records._crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return buf
+
+
+def _verdict(check, data):
+    try:
+        return check(data)
+    except (CorruptRecordError, InvalidRecordError) as e:
+        return type(e), str(e)
+
+
+# Header fields a client may get wrong: (offset, format, values to try).
+_HEADER_EDITS = {
+    "base_offset": (0, ">q", [-1, 0, 7]),
+    "batch_length": (8, ">i", [10, 48, 49, 10_000]),
+    "magic": (16, ">b", [0, 1, 2, 3]),
+    "attributes": (21, ">h", [0, records.TRANSACTIONAL_MASK, records.CONTROL_MASK, records.DELETE_HORIZON_MASK, 0x60]),
+    "last_offset_delta": (23, ">i", [-1, 0, 1, 2, 4]),
+    "record_count": (57, ">i", [-1, 0, 1, 2, 3, 5]),
+}
+
+
+@settings(max_examples=500, deadline=None)
+@example(records_n=1, producer_id=-1, edits={"last_offset_delta": 0, "record_count": 1}, crc_recomputed=True, flips=[])  # -1 and 0
+@given(records_n=st.integers(1, 4), producer_id=st.sampled_from([-1, 7]),
+       edits=st.dictionaries(st.sampled_from(sorted(_HEADER_EDITS)), st.integers(0, 5), max_size=3),
+       crc_recomputed=st.booleans(), flips=st.lists(st.tuples(st.integers(21, 200), st.integers(1, 255)), max_size=1))
+def test_check_one_client_batch_gives_validate_batches_verdict_and_message(records_n, producer_id, edits, crc_recomputed, flips):
     buf = _one_batch(records_n, producer_id=producer_id)
-    for pos, xor in flips:  # corrupt any byte: length, magic, CRC, counts, attributes, body
+    for name, choice in edits.items():
+        pos, fmt, values = _HEADER_EDITS[name]
+        struct.pack_into(fmt, buf, pos, values[choice % len(values)])
+    for pos, xor in flips:  # a byte of the CRC-covered part
         if pos < len(buf):
             buf[pos] ^= xor
-    if cut is not None:
-        buf = buf[:-cut]
-    data = bytes(buf) + extra
-    try:
-        expected = records.validate_batches(data)
-    except (CorruptRecordError, InvalidRecordError) as e:
-        expected = type(e)
-    try:
-        got = records.check_one_client_batch(data)
-    except (CorruptRecordError, InvalidRecordError) as e:
-        got = type(e)
-    if isinstance(expected, type):
-        assert got in (expected, None), (got, expected)  # the same error (and code); None: not one whole batch
-    elif len(expected) == 1:
-        assert got == records.HEADER_STRUCT.unpack_from(data), got
-        assert records.BatchHeader(*got) == expected[0][1]
+    if crc_recomputed:  # so that a client rule, not the CRC, is what fails
+        _with_crc(buf)
+    data = bytes(buf)
+    expected = _verdict(records.validate_batches, data)
+    got = _verdict(records.check_one_client_batch, data)
+    if got is None:  # not one whole batch by its length: left to validate_batches
+        assert struct.unpack_from(">i", data, 8)[0] + records.LOG_OVERHEAD != len(data)
+    elif isinstance(expected, tuple):
+        assert got == expected  # the same error, so the same code, and the same words
     else:
-        assert got is None
+        assert isinstance(got, records.CheckedBatch), got
+        assert got.fields == records.HEADER_STRUCT.unpack_from(data) and got.body == data[records.CRC_START:]
+        assert [h for _, h in expected] == [records.BatchHeader(*got.fields)]
 
 
 def test_check_one_client_batch_leaves_what_is_not_one_bytes_batch_to_validate_batches():
     one = bytes(_one_batch(2))
-    assert records.check_one_client_batch(one) == records.HEADER_STRUCT.unpack_from(one)
+    assert records.check_one_client_batch(one) == (records.HEADER_STRUCT.unpack_from(one), one[21:])
     assert records.check_one_client_batch(one + one) is None  # two batches
+    assert records.check_one_client_batch(one + b"\0") is None  # trailing bytes
+    assert records.check_one_client_batch(one[:-1]) is None  # torn
     assert records.check_one_client_batch(bytearray(one)) is None  # not bytes
     assert records.check_one_client_batch(memoryview(one)) is None
     assert records.check_one_client_batch(b"") is None
-    with pytest.raises(CorruptRecordError, match="CRC"):
-        records.check_one_client_batch(bytes(_one_batch(2, attrs_or=0x01)))
     control = bytearray(one)
     control[22] |= records.CONTROL_MASK
     with pytest.raises(CorruptRecordError, match="CRC"):  # the CRC first, as validate_batches
         records.check_one_client_batch(bytes(control))
-    control[17:21] = records._crc32c(bytes(control[21:])).to_bytes(4, "big")
     with pytest.raises(InvalidRecordError, match="control"):
-        records.check_one_client_batch(bytes(control))
+        records.check_one_client_batch(bytes(_with_crc(control)))
