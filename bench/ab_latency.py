@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -84,7 +85,7 @@ def summary(v: Version, p99_target: float) -> str:
     p99 = [r["p99"] for r in v.runs]
     p999 = [r["p999"] for r in v.runs]
     within = sum(1 for x in p99 if x <= p99_target)
-    per_record = [r["cpu_per_record_us"] for r in v.runs if r["cpu_per_record_us"] == r["cpu_per_record_us"]] or [float("nan")]  # (NaN: no figure)
+    per_record = [r["cpu_per_record_us"] for r in v.runs if not math.isnan(r["cpu_per_record_us"])] or [math.nan]  # NaN: no CPU figure
     return (f"{v.label:>12}  runs {len(v.runs):>2}  p50 median {statistics.median(r['p50'] for r in v.runs):5.1f}  "
             f"p99 median {statistics.median(p99):5.1f} [{min(p99):.1f}-{max(p99):.1f}]  p999 median {statistics.median(p999):5.1f} "
             f"[{min(p999):.1f}-{max(p999):.1f}]  p99 <= {p99_target:g} ms in {within} of {len(p99)}  "

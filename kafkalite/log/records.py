@@ -367,6 +367,10 @@ def check_batch_at(buf, pos: int) -> tuple:
     return fields
 
 
+def _crc_mismatch(pos: int, fields: tuple) -> CorruptRecordError:
+    return CorruptRecordError(f"batch at position {pos} (base offset {fields[H_BASE_OFFSET]}) fails its CRC-32C check")
+
+
 def scan_batches(buf) -> list[tuple[int, tuple, bytes]]:
     """Validate every batch in `buf` (framing and CRC) and return (pos, raw header fields,
     CRC-region bytes) for each. The CRC-region bytes are [pos+21, pos+size): the append path
@@ -383,7 +387,7 @@ def scan_batches(buf) -> list[tuple[int, tuple, bytes]]:
         if not isinstance(body, bytes):
             body = bytes(body)
         if _crc32c(body) != fields[H_CRC]:
-            raise CorruptRecordError(f"batch at position {pos} (base offset {fields[0]}) fails its CRC-32C check")
+            raise _crc_mismatch(pos, fields)
         out.append((pos, fields, body))
         pos += size
     return out
@@ -454,7 +458,7 @@ def check_one_client_batch(buf) -> CheckedBatch | None:
         check_header_fields(fields, 0)
     body = buf[CRC_START:]
     if _crc32c(body) != fields[H_CRC]:
-        raise CorruptRecordError(f"batch at position 0 (base offset {fields[0]}) fails its CRC-32C check")
+        raise _crc_mismatch(0, fields)
     if bad:
         check_client_batch(0, fields)
         raise AssertionError("unreachable: the checkers above raise")
